@@ -1,0 +1,47 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both create .venv and
+# install on first use; later runs reinstall only when pyproject.toml changes.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run test test-fast lint fmt bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# A local .env with a fresh credential key, written once; never committed.
+.env:
+	@$(PY) -c 'from cryptography.fernet import Fernet; print("OMNIROUTE_CREDENTIAL_KEY=k1:" + Fernet.generate_key().decode())' > .env
+	@echo "Wrote .env with a new OMNIROUTE_CREDENTIAL_KEY (keep it: it decrypts stored credentials)."
+
+run: install .env
+	@mkdir -p var/broker/processed
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py first_run
+	@echo "Serving http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all of them."
+	$(VENV)/bin/honcho --no-prefix -f Procfile start
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+fmt: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,214 @@
+"""Connections, quota readings, hysteresis transitions, the ladder's tuning, candidates
+and the spend ledger. There is deliberately no `enabled` flag anywhere (see the spec)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+CONNECTION_ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
+connection_id_validator = RegexValidator(
+    CONNECTION_ID_PATTERN, "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -"
+)
+
+
+class QuotaStatusChoices(models.TextChoices):
+    SAFE = "SAFE"
+    EXHAUSTED = "EXHAUSTED"
+    UNKNOWN = "UNKNOWN"
+
+
+class HysteresisChoices(models.TextChoices):
+    IN_PLAY = "in_play", "in play"
+    DROPPED_OUT = "dropped_out", "dropped out"
+
+
+class Connection(models.Model):
+    """One provider connection of the gateway, keyed by the gateway's own string id."""
+
+    connection_id = models.CharField(
+        max_length=128, unique=True, validators=[connection_id_validator]
+    )
+    provider = models.CharField(max_length=64)
+    auth_type = models.CharField(max_length=64, help_text="`none` is the keyless no-auth path.")
+    label = models.CharField(max_length=200, blank=True, default="")
+    is_active = models.BooleanField(default=True)
+    quota_source = models.CharField(max_length=32, default="none")
+    # Fernet token with a key id prefix (ladder/crypto.py); never logged, rendered or returned.
+    credential_ciphertext = models.TextField(blank=True, default="")
+    cooldown_until = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    # Per-connection quota memory (not ladder state): written when a reading is stored.
+    hysteresis_state = models.CharField(
+        max_length=16, choices=HysteresisChoices.choices, default=HysteresisChoices.IN_PLAY
+    )
+    hysteresis_since = models.DateTimeField(null=True, blank=True)
+    hysteresis_reason = models.CharField(max_length=300, default="never read")
+    current_reading = models.ForeignKey(
+        "QuotaReading", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Set when the usage endpoint rejected the credential; cleared by the next good poll.
+    quota_error = models.CharField(max_length=300, blank=True, default="")
+    poll_not_before = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("connection_id",)
+
+    def __str__(self) -> str:
+        return self.connection_id
+
+    @property
+    def has_credential(self) -> bool:
+        """Whether a credential is stored (its value is never exposed)."""
+        return bool(self.credential_ciphertext)
+
+
+class QuotaReading(models.Model):
+    """One observation of a connection's quota; history is kept and pruned after retention."""
+
+    connection = models.ForeignKey(Connection, on_delete=models.CASCADE, related_name="readings")
+    status = models.CharField(max_length=16, choices=QuotaStatusChoices.choices)
+    remaining_percent = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(100)]
+    )
+    reset_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField()
+    windows = models.JSONField(default=list, blank=True)
+    source = models.CharField(max_length=32, default="push")
+    detail = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ("-checked_at", "-id")
+        indexes = (models.Index(fields=("connection", "-checked_at")),)
+
+    def __str__(self) -> str:
+        return f"{self.connection_id} {self.status} {self.remaining_percent} @ {self.checked_at}"
+
+
+class HysteresisTransition(models.Model):
+    """A flip of a connection's hysteresis state, stored when it happens (why and when)."""
+
+    connection = models.ForeignKey(Connection, on_delete=models.CASCADE, related_name="transitions")
+    state = models.CharField(max_length=16, choices=HysteresisChoices.choices)
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ("-at", "-id")
+        indexes = (models.Index(fields=("connection", "-at")),)
+
+    def __str__(self) -> str:
+        return f"{self.connection_id} -> {self.state} @ {self.at}"
+
+
+class LadderSettings(models.Model):
+    """The ladder's tuning: a single row (pk 1). Tuning only; no enabled flag, ever."""
+
+    class BudgetWindowChoices(models.TextChoices):
+        DAY = "day"
+        WEEK = "week"
+        MONTH = "month"
+
+    exit_cutoff_percent = models.FloatField(
+        default=2.0, validators=[MinValueValidator(0), MaxValueValidator(100)]
+    )
+    reentry_min_remaining_percent = models.FloatField(
+        default=5.0, validators=[MinValueValidator(0), MaxValueValidator(100)]
+    )
+    cheap_budget_usd = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+    )
+    premium_budget_usd = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+    )
+    budget_window = models.CharField(
+        max_length=8, choices=BudgetWindowChoices.choices, default=BudgetWindowChoices.MONTH
+    )
+    max_state_age_seconds = models.PositiveIntegerField(
+        default=180, validators=[MinValueValidator(1)]
+    )
+    base_cooldown_seconds = models.FloatField(default=5.0)
+    max_cooldown_seconds = models.FloatField(default=120.0)
+    cheap_max_input_usd_per_mtok = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        default=Decimal("1.0"),
+        validators=[MinValueValidator(Decimal(0))],
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=150, null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "ladder settings"
+        constraints = (
+            models.CheckConstraint(condition=Q(pk=1), name="ladder_settings_single_row"),
+            models.CheckConstraint(
+                condition=Q(exit_cutoff_percent__gte=0, exit_cutoff_percent__lte=100)
+                & Q(reentry_min_remaining_percent__gte=0, reentry_min_remaining_percent__lte=100),
+                name="ladder_settings_percent_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(base_cooldown_seconds__gt=0) & Q(max_cooldown_seconds__gt=0),
+                name="ladder_settings_cooldown_positive",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return "ladder settings"
+
+
+class Candidate(models.Model):
+    """A registered (provider, model) candidate of the gateway's pool, ranked by priority."""
+
+    provider = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    categories = models.JSONField(default=list, blank=True)
+    priority = models.IntegerField(default=0)
+    connection_id = models.CharField(
+        max_length=128, null=True, blank=True, validators=[connection_id_validator]
+    )
+    allowed_connection_ids = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("priority", "id")
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+class SpendEntry(models.Model):
+    """One request's cost as reported by a gateway; request_id makes reporting idempotent."""
+
+    request_id = models.CharField(max_length=200, unique=True)
+    connection_id = models.CharField(max_length=128, validators=[connection_id_validator])
+    provider = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8)
+    is_cost_computed = models.BooleanField(default=False)
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    rung = models.CharField(max_length=16)
+    occurred_at = models.DateTimeField()
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-occurred_at", "-id")
+        indexes = (models.Index(fields=("rung", "occurred_at")),)
+        verbose_name_plural = "spend entries"
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.cost_usd} USD on {self.rung}"

@@ -1,0 +1,463 @@
+"""Shared types and helpers for the quota adapters.
+
+An adapter is a registry entry: a name, a default URL, an IO ``fetch`` that returns the
+decoded JSON of the provider's usage endpoint, and a pure ``parse(payload, now)`` that
+turns it into a ``ParsedQuota``. Nothing in this package imports Django; the shell maps a
+``ParsedQuota`` (or a ``QuotaError``) to a stored reading.
+
+Payload rules shared by every parser: a payload or a known field of the wrong type raises
+``QuotaError(kind="unparseable")``; a known field that is missing or null simply yields no
+window (or an unknown one); a payload with no usable window is an UNKNOWN reading, not an
+error, because the provider answered and simply said nothing we can use.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .values import epoch_to_datetime, parse_http_date, parse_iso_instant, parse_retry_after
+
+# A usage payload is a few kilobytes; anything far larger is not the endpoint we expect,
+# and reading it whole would let a hostile upstream exhaust the worker's memory.
+MAX_BODY_BYTES = 1_048_576
+USER_AGENT = "omniroute-admin-quota/1"
+# Printable ASCII without spaces: anything else in a token would corrupt the header.
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+class QuotaStatus(StrEnum):
+    SAFE = "SAFE"
+    EXHAUSTED = "EXHAUSTED"
+    UNKNOWN = "UNKNOWN"
+
+
+class ErrorKind(StrEnum):
+    CREDENTIAL_REJECTED = "credential_rejected"
+    # The credential is malformed for its adapter; it was never sent anywhere.
+    CREDENTIAL_INVALID = "credential_invalid"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    UPSTREAM_ERROR = "upstream_error"
+    UNPARSEABLE = "unparseable"
+    REDIRECT_REFUSED = "redirect_refused"
+    TRANSPORT = "transport"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReading:
+    """One quota window as the provider reports it (remaining percent 0..100)."""
+
+    name: str
+    remaining_percent: float | None
+    reset_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuota:
+    """A provider's usage, reduced to the binding window plus every window for display."""
+
+    status: QuotaStatus | None
+    remaining_percent: float | None
+    reset_at: datetime | None
+    windows: tuple[WindowReading, ...]
+    detail: str = ""
+
+
+class QuotaError(Exception):
+    """A fetch or parse failure, with a kind the shell can act on."""
+
+    def __init__(
+        self, kind: ErrorKind, message: str, retry_after_seconds: float | None = None
+    ) -> None:
+        # All three go to Exception.args so the error survives pickling (Celery results).
+        super().__init__(kind, message, retry_after_seconds)
+        self.kind = kind
+        self.message = message
+        self.retry_after_seconds = retry_after_seconds
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def unknown(detail: str) -> ParsedQuota:
+    """Return an UNKNOWN reading that carries its cause."""
+    return ParsedQuota(
+        status=QuotaStatus.UNKNOWN,
+        remaining_percent=None,
+        reset_at=None,
+        windows=(),
+        detail=detail,
+    )
+
+
+def clamp_percent(value: float) -> float:
+    """Clamp a percentage to 0..100."""
+    return max(0.0, min(100.0, value))
+
+
+def make_window(
+    name: str, remaining_percent: float | None, reset_at: datetime | None, now: datetime
+) -> WindowReading:
+    """Build a window: clamp remaining to 0..100; a window whose reset has passed is unknown."""
+    if remaining_percent is not None:
+        remaining_percent = clamp_percent(remaining_percent)
+    if reset_at is not None and reset_at <= now:
+        # Deliberately unknown rather than full or as-is: the number describes a window
+        # that no longer exists (guessing "full" would be invented data), and letting a
+        # past reset bind would make the whole reading stale on arrival, forever.
+        remaining_percent = None
+    return WindowReading(name=name, remaining_percent=remaining_percent, reset_at=reset_at)
+
+
+def _resets_later(candidate: datetime | None, current: datetime | None) -> bool:
+    """True when candidate is the later reset; a known reset counts as later than none."""
+    # Ties go to the later reset because the connection is back only when every tied
+    # window has refilled; a known reset beats an unknown one so the reading keeps one.
+    if candidate is None:
+        return False
+    return current is None or candidate > current
+
+
+def binding_reading(windows: Iterable[WindowReading]) -> WindowReading | None:
+    """Return the binding window (lowest remaining; ties: later reset), or None."""
+    binding: WindowReading | None = None
+    binding_remaining = 0.0
+    for window in windows:
+        remaining = window.remaining_percent
+        if remaining is None:
+            continue
+        if (
+            binding is None
+            or remaining < binding_remaining
+            or (remaining == binding_remaining and _resets_later(window.reset_at, binding.reset_at))
+        ):
+            binding, binding_remaining = window, remaining
+    return binding
+
+
+def binding_window(windows: Iterable[WindowReading]) -> tuple[float | None, datetime | None]:
+    """Return (remaining percent, reset) of the binding window, or (None, None)."""
+    binding = binding_reading(windows)
+    if binding is None:
+        return None, None
+    return binding.remaining_percent, binding.reset_at
+
+
+def describe_window(window: WindowReading) -> str:
+    """Say how much of one window is left and when it resets, for a human."""
+    left = "unknown" if window.remaining_percent is None else f"{window.remaining_percent:.1f} %"
+    if window.reset_at is None:
+        return f"{window.name}: {left} left, no reset time given"
+    return f"{window.name}: {left} left, resets {window.reset_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def quota_from_windows(
+    windows: Iterable[WindowReading],
+    *,
+    is_limit_reached: bool = False,
+    empty_detail: str = "the response holds no quota window",
+) -> ParsedQuota:
+    """Reduce windows to a reading: the binding window decides remaining, reset and status."""
+    windows = tuple(windows)
+    binding = binding_reading(windows)
+    remaining = None if binding is None else binding.remaining_percent
+    if is_limit_reached:
+        status = QuotaStatus.EXHAUSTED
+        detail = "the provider reports its limit reached"
+        if binding is not None:
+            detail = f"{detail}; {describe_window(binding)}"
+    elif binding is None or remaining is None:
+        status = QuotaStatus.UNKNOWN
+        detail = empty_detail if not windows else "no window says how much quota is left"
+    elif remaining <= 0:
+        status = QuotaStatus.EXHAUSTED
+        detail = f"used up; {describe_window(binding)}"
+    else:
+        status = QuotaStatus.SAFE
+        detail = f"binding window {describe_window(binding)}"
+    return ParsedQuota(
+        status=status,
+        remaining_percent=remaining,
+        reset_at=None if binding is None else binding.reset_at,
+        windows=windows,
+        detail=detail,
+    )
+
+
+# --- strict readers for payload fields -------------------------------------------------
+
+
+def unparseable(message: str) -> QuotaError:
+    """Build the error for a payload of the wrong shape."""
+    return QuotaError(ErrorKind.UNPARSEABLE, message)
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def expect_object(value: object, where: str) -> dict[str, Any]:
+    """Return value as a JSON object, or raise unparseable."""
+    if not isinstance(value, dict):
+        raise unparseable(f"{where} is a {_type_name(value)}, expected an object")
+    return value
+
+
+def optional_object(container: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
+    """Return container[key] as an object; None when missing or null."""
+    value = container.get(key)
+    return None if value is None else expect_object(value, f"{where}.{key}")
+
+
+def optional_list(container: Mapping[str, Any], key: str, where: str) -> list[Any] | None:
+    """Return container[key] as a list; None when missing or null."""
+    value = container.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a list")
+    return value
+
+
+def optional_number(container: Mapping[str, Any], key: str, where: str) -> float | None:
+    """Return container[key] as a finite float; None when missing or null."""
+    value = container.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python but never a quantity in a payload.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a number")
+    number = float(value)
+    if not math.isfinite(number):
+        # Python's json module accepts NaN and Infinity, which no provider means.
+        raise unparseable(f"{where}.{key} is not a finite number")
+    return number
+
+
+def optional_bool(container: Mapping[str, Any], key: str, where: str) -> bool | None:
+    """Return container[key] as a bool; None when missing or null."""
+    value = container.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a boolean")
+    return value
+
+
+def optional_string(container: Mapping[str, Any], key: str, where: str) -> str | None:
+    """Return container[key] as a str; None when missing or null."""
+    value = container.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a string")
+    return value
+
+
+def optional_iso_instant(container: Mapping[str, Any], key: str, where: str) -> datetime | None:
+    """Return container[key] read as an ISO 8601 instant or date; None when missing or null."""
+    text = optional_string(container, key, where)
+    if text is None:
+        return None
+    moment = parse_iso_instant(text)
+    if moment is None:
+        raise unparseable(f"{where}.{key} is not an ISO 8601 time: {text[:40]!r}")
+    return moment
+
+
+def optional_epoch(container: Mapping[str, Any], key: str, where: str) -> datetime | None:
+    """Return container[key] read as Unix epoch seconds; None when missing or null."""
+    seconds = optional_number(container, key, where)
+    if seconds is None:
+        return None
+    moment = epoch_to_datetime(seconds)
+    if moment is None:
+        raise unparseable(f"{where}.{key} is not a usable epoch time")
+    return moment
+
+
+# --- credentials -----------------------------------------------------------------------
+
+
+def _invalid_credential(adapter: str, problem: str) -> QuotaError:
+    return QuotaError(ErrorKind.CREDENTIAL_INVALID, f"the {adapter} credential {problem}")
+
+
+def parse_credential(
+    credential: str,
+    *,
+    adapter: str,
+    required: tuple[str, ...] = (),
+    optional: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """Read a bare token, or a JSON object with "access_token" plus the adapter's keys."""
+    text = credential.strip()
+    if not text:
+        raise _invalid_credential(adapter, "is empty")
+    if not text.startswith("{"):
+        if required:
+            keys = ", ".join(("access_token", *required))
+            raise _invalid_credential(adapter, f"must be a JSON object with {keys}")
+        fields = {"access_token": text}
+    else:
+        try:
+            data = jsonlib.loads(text)
+        except ValueError:
+            # "from None": the decode error holds the whole document, i.e. the secret.
+            raise _invalid_credential(adapter, "starts with '{' but is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise _invalid_credential(adapter, "must be a JSON object")
+        fields = {}
+        for key in ("access_token", *required, *optional):
+            value = data.get(key)
+            if value is None or value == "":
+                if key == "access_token" or key in required:
+                    raise _invalid_credential(adapter, f"lacks {key!r}")
+                continue
+            if not isinstance(value, str):
+                raise _invalid_credential(adapter, f"has a non-string {key!r}")
+            fields[key] = value
+    if not _TOKEN.fullmatch(fields["access_token"]):
+        raise _invalid_credential(adapter, "holds a token with spaces or non-ASCII characters")
+    return fields
+
+
+# --- HTTP ------------------------------------------------------------------------------
+
+
+def make_client(timeout_seconds: float = 10.0) -> httpx.Client:
+    """Build an HTTP client with explicit timeouts that never follows redirects."""
+    timeout = httpx.Timeout(
+        connect=timeout_seconds, read=timeout_seconds, write=timeout_seconds, pool=timeout_seconds
+    )
+    return httpx.Client(
+        timeout=timeout, follow_redirects=False, headers={"User-Agent": USER_AGENT}
+    )
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    """Read Retry-After, measuring an HTTP date against the upstream's own Date header."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    # Both dates come from the upstream's clock, so their difference is free of clock skew.
+    reference = parse_http_date(response.headers.get("date", "")) or datetime.now(UTC)
+    return parse_retry_after(value, reference)
+
+
+def _body_excerpt(response: httpx.Response, limit: int = 120) -> str:
+    """Return the start of an error body on one line, for the error message."""
+    collected = b""
+    for chunk in response.iter_bytes():
+        collected += chunk
+        if len(collected) >= limit:
+            break
+    text = " ".join(collected[:limit].decode("utf-8", errors="replace").split())
+    return f": {text}" if text else ""
+
+
+def _raise_for_status(response: httpx.Response, host: str) -> None:
+    """Map a non-2xx answer to the QuotaError kind the shell acts on."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    if 300 <= status < 400:
+        target = urlsplit(response.headers.get("location", "")).hostname or "an unnamed location"
+        # Never followed: a redirect could point the bearer token (or the worker) at
+        # another host, such as a cloud metadata address.
+        raise QuotaError(
+            ErrorKind.REDIRECT_REFUSED,
+            f"{host} answered HTTP {status} redirecting to {target}; redirects are never followed",
+        )
+    retry_after = _retry_after_seconds(response)
+    if status in (401, 403):
+        raise QuotaError(
+            ErrorKind.CREDENTIAL_REJECTED, f"{host} rejected the credential (HTTP {status})"
+        )
+    if status == 429:
+        raise QuotaError(
+            ErrorKind.RATE_LIMITED, f"{host} is rate limiting (HTTP 429)", retry_after
+        )
+    raise QuotaError(
+        ErrorKind.UPSTREAM_ERROR,
+        f"{host} answered HTTP {status}{_body_excerpt(response)}",
+        retry_after,
+    )
+
+
+def _read_json(response: httpx.Response, host: str) -> Any:
+    """Read at most MAX_BODY_BYTES of the (decoded) body and parse it as JSON."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise unparseable(f"{host} sent a body larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    try:
+        return jsonlib.loads(b"".join(chunks))
+    except (ValueError, RecursionError):
+        content_type = response.headers.get("content-type", "no content type")
+        raise unparseable(f"{host} answered with a body that is not JSON ({content_type})") from None
+
+
+def request_json(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    json: object = None,
+) -> Any:
+    """Send one request without following redirects and return the decoded JSON body."""
+    host = urlsplit(url).hostname or "the upstream"
+    try:
+        with client.stream(
+            method, url, headers=dict(headers), json=json, follow_redirects=False
+        ) as response:
+            _raise_for_status(response, host)
+            return _read_json(response, host)
+    except httpx.TimeoutException as error:
+        raise QuotaError(ErrorKind.TIMEOUT, f"{host} did not answer in time") from error
+    except httpx.InvalidURL as error:
+        raise QuotaError(ErrorKind.TRANSPORT, f"the URL is not valid: {error}") from error
+    except httpx.RequestError as error:
+        raise QuotaError(
+            ErrorKind.TRANSPORT, f"could not talk to {host}: {type(error).__name__}"
+        ) from error
+
+
+def bearer_headers(token: str) -> dict[str, str]:
+    """Return the Accept and bearer Authorization headers most usage endpoints want."""
+    return {"Accept": "application/json", "Authorization": f"Bearer {token}"}
+
+
+# --- the registry entry ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One registry entry: the provider's IO fetch beside its pure parser."""
+
+    name: str
+    default_url: str
+    fetch: Callable[..., Any]
+    parse: Callable[[Any, datetime], ParsedQuota]
+
+    def poll(self, *, url: str, credential: str, client: httpx.Client, now: datetime) -> ParsedQuota:
+        """Fetch the usage payload and parse it; raises QuotaError on any failure."""
+        return self.parse(self.fetch(url=url, credential=credential, client=client), now)
+
+
+def env_var_for(name: str) -> str:
+    """Name the environment variable that overrides an adapter's URL ("gemini-cli" -> ...)."""
+    return "QUOTA_URL_" + re.sub(r"[^A-Z0-9]", "_", name.upper())

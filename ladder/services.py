@@ -1,0 +1,765 @@
+"""The ladder's shell: load what a decision needs in a constant number of queries, call
+the pure core, and persist inside one transaction. Views, API endpoints and tasks call
+these; nothing here imports the API or views."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from billing import services as billing_services
+from billing.classify import UNCURATED_VERDICT, Catalog
+from billing.tiers import PriceBook, Tier
+from ladder import rules
+from ladder.crypto import encrypt_credential
+from ladder.models import (
+    Candidate,
+    Connection,
+    HysteresisTransition,
+    LadderSettings,
+    QuotaReading,
+    SpendEntry,
+)
+from ladder.rules import (
+    AutoId,
+    BudgetWindow,
+    CandidateIn,
+    ConnectionView,
+    Decision,
+    Hysteresis,
+    HysteresisState,
+    LadderConfig,
+    QuotaStatus,
+    Reading,
+    Rung,
+    RungSpend,
+)
+
+logger = logging.getLogger(__name__)
+
+PAID_RUNGS = (Rung.CHEAP, Rung.PREMIUM)
+# A reading's checked_at may be at most this far ahead of the server clock.
+MAX_CLOCK_SKEW = timedelta(seconds=60)
+
+
+class NotFound(Exception):
+    """The named object does not exist."""
+
+
+class UnknownCategory(Exception):
+    """No registered candidate lists the category of a composite auto id."""
+
+    def __init__(self, category: str, known: Sequence[str]) -> None:
+        self.category = category
+        self.known = tuple(known)
+        names = ", ".join(self.known) or "none"
+        super().__init__(f"No registered candidate has the category {category!r}; known: {names}.")
+
+
+# --- settings ---------------------------------------------------------------------
+
+
+def get_settings_row() -> LadderSettings:
+    """The single settings row (created with the defaults if a database lost it)."""
+    row, _ = LadderSettings.objects.get_or_create(pk=1)
+    return row
+
+
+def config_from_row(row: LadderSettings) -> LadderConfig:
+    """The frozen config the pure core takes."""
+    return LadderConfig(
+        exit_cutoff_percent=row.exit_cutoff_percent,
+        reentry_min_remaining_percent=row.reentry_min_remaining_percent,
+        cheap_budget_usd=row.cheap_budget_usd,
+        premium_budget_usd=row.premium_budget_usd,
+        budget_window=BudgetWindow(row.budget_window),
+        max_state_age_seconds=row.max_state_age_seconds,
+        base_cooldown_seconds=row.base_cooldown_seconds,
+        max_cooldown_seconds=row.max_cooldown_seconds,
+        cheap_max_input_usd_per_mtok=row.cheap_max_input_usd_per_mtok,
+    )
+
+
+def load_config() -> LadderConfig:
+    """The current tuning (one query)."""
+    return config_from_row(get_settings_row())
+
+
+SETTINGS_FIELDS = (
+    "exit_cutoff_percent",
+    "reentry_min_remaining_percent",
+    "cheap_budget_usd",
+    "premium_budget_usd",
+    "budget_window",
+    "max_state_age_seconds",
+    "base_cooldown_seconds",
+    "max_cooldown_seconds",
+    "cheap_max_input_usd_per_mtok",
+)
+
+
+def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
+    """The audited tuning fields (decimals as strings)."""
+    return {
+        name: (str(value) if isinstance(value, Decimal) else value)
+        for name in SETTINGS_FIELDS
+        for value in [getattr(row, name)]
+    }
+
+
+def validate_settings(values: dict[str, Any]) -> None:
+    """Range checks the schema cannot express alone; raises ValidationError by field."""
+    errors: dict[str, list[str]] = {}
+    for name in ("exit_cutoff_percent", "reentry_min_remaining_percent"):
+        if not 0 <= values[name] <= 100:
+            errors.setdefault(name, []).append("Must be between 0 and 100.")
+    for name in ("base_cooldown_seconds", "max_cooldown_seconds"):
+        if not values[name] > 0:
+            errors.setdefault(name, []).append("Must be greater than 0.")
+    if values["max_state_age_seconds"] < 1:
+        errors.setdefault("max_state_age_seconds", []).append("Must be at least 1 second.")
+    for name in ("cheap_budget_usd", "premium_budget_usd", "cheap_max_input_usd_per_mtok"):
+        value = values[name]
+        if value is not None and (not Decimal(value).is_finite() or Decimal(value) < 0):
+            errors.setdefault(name, []).append("Must be a number >= 0.")
+    if values["budget_window"] not in {w.value for w in BudgetWindow}:
+        errors.setdefault("budget_window", []).append("Must be day, week or month.")
+    if errors:
+        raise ValidationError(errors)
+
+
+def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
+    """Replace every tuning field at once, audited in the same transaction."""
+    validate_settings(values)
+    with transaction.atomic():
+        row = LadderSettings.objects.select_for_update().get_or_create(pk=1)[0]
+        before = settings_snapshot(row)
+        for name in SETTINGS_FIELDS:
+            setattr(row, name, values[name])
+        row.updated_by = actor
+        row.full_clean()
+        row.save()
+        billing_services.record_audit(
+            target_type="settings",
+            target_id=1,
+            action="update",
+            actor=actor,
+            before=before,
+            after=settings_snapshot(row),
+        )
+    return row
+
+
+# --- views of connections for the core ----------------------------------------------
+
+
+def reading_of(row: QuotaReading | None) -> Reading | None:
+    """The core's view of a stored reading."""
+    if row is None:
+        return None
+    return Reading(
+        status=QuotaStatus(row.status),
+        remaining_percent=row.remaining_percent,
+        reset_at=row.reset_at,
+        checked_at=row.checked_at,
+    )
+
+
+def hysteresis_of(connection: Connection) -> Hysteresis:
+    """The core's view of a connection's stored hysteresis state."""
+    return Hysteresis(
+        state=HysteresisState(connection.hysteresis_state),
+        since=connection.hysteresis_since,
+        reason=connection.hysteresis_reason,
+    )
+
+
+def connection_view(connection: Connection, catalog: Catalog) -> ConnectionView:
+    """The core's view of a registered connection (current reading preloaded)."""
+    return ConnectionView(
+        connection_id=connection.connection_id,
+        provider=connection.provider,
+        auth_type=connection.auth_type,
+        billing=catalog.classify(connection.provider, connection.auth_type),
+        is_active=connection.is_active,
+        cooldown_until=connection.cooldown_until,
+        reading=reading_of(connection.current_reading),
+        hysteresis=hysteresis_of(connection),
+    )
+
+
+def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
+    """An id the gateway named but never registered: uncurated (metered), never read."""
+    return ConnectionView(
+        connection_id=connection_id,
+        provider=provider,
+        auth_type=None,
+        billing=UNCURATED_VERDICT,
+        is_active=True,
+        cooldown_until=None,
+        reading=None,
+        hysteresis=rules.NEVER_READ,
+    )
+
+
+def connections_with_readings() -> Any:
+    """Connections with their current reading joined in (one query when evaluated)."""
+    return Connection.objects.select_related("current_reading")
+
+
+def spend_in_window(config: LadderConfig, now: datetime) -> dict[Rung, RungSpend]:
+    """Spend of each paid rung in the current calendar budget window (one query)."""
+    start, end = rules.budget_window_bounds(config.budget_window, now)
+    totals = dict(
+        SpendEntry.objects.filter(
+            rung__in=[rung.label for rung in PAID_RUNGS],
+            occurred_at__gte=start,
+            occurred_at__lt=end,
+        )
+        .values("rung")
+        .annotate(total=Sum("cost_usd"))
+        .values_list("rung", "total")
+    )
+    return {
+        rung: RungSpend(spent_usd=totals.get(rung.label) or Decimal(0), window_end=end)
+        for rung in PAID_RUNGS
+    }
+
+
+# --- decisions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionInputs:
+    """Everything a decision needs besides the candidates, loaded up front."""
+
+    config: LadderConfig
+    catalog: Catalog
+    prices: PriceBook
+    spend: dict[Rung, RungSpend]
+
+
+def load_decision_inputs(now: datetime) -> DecisionInputs:
+    """Settings, catalog, prices and window spend: four queries whatever the pool size."""
+    config = load_config()
+    return DecisionInputs(
+        config=config,
+        catalog=billing_services.load_catalog(),
+        prices=billing_services.load_price_book(),
+        spend=spend_in_window(config, now),
+    )
+
+
+def candidate_in(candidate: Candidate) -> CandidateIn:
+    """The core's view of a registered candidate."""
+    allowed = candidate.allowed_connection_ids
+    return CandidateIn(
+        id=candidate.pk,
+        provider=candidate.provider,
+        model=candidate.model,
+        categories=tuple(candidate.categories or ()),
+        connection_id=candidate.connection_id,
+        allowed_connection_ids=tuple(allowed) if allowed else None,
+    )
+
+
+def decide_for(auto_id: AutoId, candidates: Sequence[CandidateIn], *, now: datetime) -> Decision:
+    """Load connections and inputs for these candidates (constant queries) and decide."""
+    inputs = load_decision_inputs(now)
+    referenced: dict[str, str] = {}
+    for candidate in candidates:
+        ids = (
+            (candidate.connection_id,)
+            if candidate.connection_id is not None
+            else candidate.allowed_connection_ids or ()
+        )
+        for connection_id in ids:
+            referenced.setdefault(connection_id, candidate.provider)
+    views: dict[str, ConnectionView] = {
+        connection.connection_id: connection_view(connection, inputs.catalog)
+        for connection in connections_with_readings().filter(connection_id__in=list(referenced))
+    }
+    for connection_id, provider in referenced.items():
+        if connection_id not in views:
+            views[connection_id] = unregistered_view(connection_id, provider)
+    tiers: dict[tuple[str, str], Tier] = {}
+    for candidate in candidates:
+        key = (candidate.provider, candidate.model)
+        if key not in tiers:
+            tiers[key] = inputs.prices.tier_of(
+                candidate.provider, candidate.model, inputs.config.cheap_max_input_usd_per_mtok
+            )
+    return rules.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+
+
+def registered_candidates() -> list[CandidateIn]:
+    """Every registered candidate, by priority then id (one query)."""
+    return [candidate_in(candidate) for candidate in Candidate.objects.order_by("priority", "id")]
+
+
+def decide_registered(auto_id: AutoId, *, now: datetime | None = None) -> Decision:
+    """The decision for an auto id over the registered candidates."""
+    now = now or timezone.now()
+    candidates = registered_candidates()
+    if auto_id.category is not None:
+        known = sorted({category for c in candidates for category in c.categories})
+        if auto_id.category not in known:
+            raise UnknownCategory(auto_id.category, known)
+    return decide_for(auto_id, candidates, now=now)
+
+
+# --- readings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WindowInput:
+    name: str
+    remaining_percent: float | None
+    reset_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingInput:
+    status: str | None = None
+    remaining_percent: float | None = None
+    reset_at: datetime | None = None
+    checked_at: datetime | None = None
+    windows: tuple[WindowInput, ...] | None = None
+    source: str = "push"
+    detail: str = ""
+
+
+def binding_window(windows: Iterable[WindowInput]) -> tuple[float | None, datetime | None]:
+    """The lowest window's remaining and its reset (ties: the later reset)."""
+    known = [w for w in windows if w.remaining_percent is not None]
+    if not known:
+        return None, None
+    lowest = min(w.remaining_percent for w in known if w.remaining_percent is not None)
+    best: WindowInput | None = None
+    for window in known:
+        if window.remaining_percent == lowest and (
+            best is None or _later(window.reset_at, best.reset_at)
+        ):
+            best = window
+    assert best is not None
+    return best.remaining_percent, best.reset_at
+
+
+def _later(candidate: datetime | None, incumbent: datetime | None) -> bool:
+    if candidate is None:
+        return False
+    return incumbent is None or candidate > incumbent
+
+
+def derive_status(remaining_percent: float | None) -> QuotaStatus:
+    """UNKNOWN without a number, EXHAUSTED at or below zero, else SAFE."""
+    if remaining_percent is None:
+        return QuotaStatus.UNKNOWN
+    if remaining_percent <= 0:
+        return QuotaStatus.EXHAUSTED
+    return QuotaStatus.SAFE
+
+
+def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
+    """Reduce windows to the binding window, derive the status, default checked_at."""
+    remaining, reset_at = data.remaining_percent, data.reset_at
+    if data.windows and remaining is None:
+        remaining, window_reset = binding_window(data.windows)
+        reset_at = window_reset if window_reset is not None else reset_at
+    checked_at = data.checked_at or now
+    if checked_at - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    status = data.status or derive_status(remaining)
+    return ReadingInput(
+        status=status,
+        remaining_percent=remaining,
+        reset_at=reset_at,
+        checked_at=checked_at,
+        windows=data.windows,
+        source=data.source,
+        detail=data.detail,
+    )
+
+
+@dataclass
+class StoredReading:
+    reading: QuotaReading
+    is_current: bool
+    transition: HysteresisTransition | None
+    on_commit: list[Any] = field(default_factory=list)
+
+
+def _windows_json(windows: tuple[WindowInput, ...] | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": w.name,
+            "remaining_percent": w.remaining_percent,
+            "reset_at": w.reset_at.isoformat() if w.reset_at else None,
+        }
+        for w in windows or ()
+    ]
+
+
+def store_reading(
+    connection_id: str, data: ReadingInput, *, now: datetime | None = None
+) -> StoredReading:
+    """Store a reading; if it is the newest it becomes current and updates hysteresis,
+    all in one transaction. NotFound for an unknown connection."""
+    now = now or timezone.now()
+    data = normalise_reading(data, now)
+    assert data.checked_at is not None
+    assert data.status is not None
+    config = load_config()
+    with transaction.atomic():
+        connection = (
+            Connection.objects.select_for_update()
+            .select_related("current_reading")
+            .filter(connection_id=connection_id)
+            .first()
+        )
+        if connection is None:
+            raise NotFound(f"No connection {connection_id!r}.")
+        reading = QuotaReading.objects.create(
+            connection=connection,
+            status=data.status,
+            remaining_percent=data.remaining_percent,
+            reset_at=data.reset_at,
+            checked_at=data.checked_at,
+            windows=_windows_json(data.windows),
+            source=data.source,
+            detail=data.detail[:500],
+        )
+        current = connection.current_reading
+        # A late-arriving older reading is kept as history but does not change the state.
+        is_current = current is None or reading.checked_at >= current.checked_at
+        transition = None
+        if is_current:
+            connection.current_reading = reading
+            previous = hysteresis_of(connection)
+            core_reading = reading_of(reading)
+            assert core_reading is not None
+            after = rules.hysteresis_after(previous, core_reading, config)
+            update_fields = ["current_reading", "updated_at"]
+            if after.state is not previous.state:
+                connection.hysteresis_state = after.state.value
+                connection.hysteresis_since = after.since
+                connection.hysteresis_reason = after.reason[:300]
+                update_fields += ["hysteresis_state", "hysteresis_since", "hysteresis_reason"]
+                transition = HysteresisTransition.objects.create(
+                    connection=connection,
+                    state=after.state.value,
+                    at=after.since or data.checked_at,
+                    reason=after.reason[:300],
+                )
+            connection.save(update_fields=update_fields)
+        stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
+        if is_current and reading.reset_at is not None and reading.reset_at > now:
+            transaction.on_commit(lambda: _schedule_refresh_at_reset(connection, reading.reset_at))
+    return stored
+
+
+def _schedule_refresh_at_reset(connection: Connection, reset_at: datetime | None) -> None:
+    """Ask for a refresh right after the upstream's own reset instant (see tasks)."""
+    if reset_at is None or connection.quota_source in ("", "none"):
+        return
+    from ladder import tasks  # a late import: tasks import services
+
+    tasks.schedule_refresh_at(connection.connection_id, reset_at)
+
+
+# --- events -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EventResult:
+    connection_id: str
+    cooldown_until: datetime | None
+    cooldown_seconds: float
+    clamped_to_reset: bool
+    consecutive_failures: int
+
+
+FAILURE_KINDS = ("rate_limited", "quota_exhausted", "error")
+EVENT_KINDS = (*FAILURE_KINDS, "success")
+
+
+def apply_event(
+    connection_id: str,
+    *,
+    kind: str,
+    retry_after_seconds: float | None = None,
+    reset_at: datetime | None = None,
+    headers: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> EventResult:
+    """Write the cooldown a gateway event implies (replacing any in force), clamped to
+    the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading."""
+    now = now or timezone.now()
+    config = load_config()
+    header_reading: ReadingInput | None = None
+    if headers:
+        from ladder.quota.headers import parse_rate_limit_headers
+
+        info = parse_rate_limit_headers(headers, now)
+        if retry_after_seconds is None:
+            retry_after_seconds = info.retry_after_seconds
+        if reset_at is None:
+            reset_at = info.reset_at
+        if info.windows:
+            header_reading = ReadingInput(
+                status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
+                windows=tuple(
+                    WindowInput(w.name, w.remaining_percent, w.reset_at) for w in info.windows
+                ),
+                reset_at=info.reset_at,
+                checked_at=now,
+                source="headers",
+            )
+    with transaction.atomic():
+        connection = (
+            Connection.objects.select_for_update().filter(connection_id=connection_id).first()
+        )
+        if connection is None:
+            raise NotFound(f"No connection {connection_id!r}.")
+        change = rules.apply_event(
+            kind,
+            consecutive_failures=connection.consecutive_failures,
+            retry_after_seconds=retry_after_seconds,
+            reset_at=reset_at,
+            config=config,
+            now=now,
+        )
+        connection.cooldown_until = change.cooldown_until
+        connection.consecutive_failures = change.consecutive_failures
+        connection.save(update_fields=["cooldown_until", "consecutive_failures", "updated_at"])
+        if kind == "quota_exhausted":
+            store_reading(
+                connection_id,
+                ReadingInput(
+                    status=QuotaStatus.EXHAUSTED.value,
+                    remaining_percent=0.0,
+                    reset_at=reset_at,
+                    checked_at=now,
+                    source="event",
+                    detail="The gateway reported the quota exhausted.",
+                ),
+                now=now,
+            )
+        elif header_reading is not None:
+            store_reading(connection_id, header_reading, now=now)
+    return EventResult(
+        connection_id=connection_id,
+        cooldown_until=change.cooldown_until,
+        cooldown_seconds=change.cooldown_seconds,
+        clamped_to_reset=change.clamped_to_reset,
+        consecutive_failures=change.consecutive_failures,
+    )
+
+
+# --- connections -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInput:
+    provider: str
+    auth_type: str
+    label: str = ""
+    active: bool = True
+    quota_source: str = "none"
+    credential: str | None = None  # None keeps the stored one; "" clears it
+
+
+def upsert_connection(connection_id: str, data: ConnectionInput) -> tuple[Connection, bool]:
+    """Create or replace a connection's fields; the credential is encrypted before storing."""
+    ciphertext = None
+    if data.credential:
+        ciphertext = encrypt_credential(data.credential)
+    with transaction.atomic():
+        connection = (
+            Connection.objects.select_for_update().filter(connection_id=connection_id).first()
+        )
+        created = connection is None
+        if connection is None:
+            connection = Connection(connection_id=connection_id)
+        connection.provider = data.provider
+        connection.auth_type = data.auth_type
+        connection.label = data.label
+        connection.is_active = data.active
+        connection.quota_source = data.quota_source
+        if data.credential == "":
+            connection.credential_ciphertext = ""
+        elif ciphertext is not None:
+            connection.credential_ciphertext = ciphertext
+        connection.save()
+    return connection, created
+
+
+def delete_connection(connection_id: str) -> bool:
+    """Delete a connection and its readings; False when there was none."""
+    deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
+    return deleted > 0
+
+
+def get_connection(connection_id: str) -> Connection:
+    """One connection with its current reading; NotFound otherwise."""
+    connection = connections_with_readings().filter(connection_id=connection_id).first()
+    if connection is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    return connection
+
+
+# --- candidates ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateInput:
+    provider: str
+    model: str
+    categories: tuple[str, ...] = ()
+    priority: int = 0
+    connection_id: str | None = None
+    allowed_connection_ids: tuple[str, ...] | None = None
+
+
+def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] | None) -> None:
+    """Exactly one of a pinned connection and a non-empty allowlist."""
+    if (connection_id is None) == (not allowed):
+        raise ValidationError(
+            {
+                "connection_id": [
+                    "Give exactly one of connection_id and a non-empty allowed_connection_ids."
+                ]
+            }
+        )
+
+
+def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Candidate:
+    """Create a candidate, or replace one's fields (NotFound when it does not exist)."""
+    validate_candidate_target(data.connection_id, data.allowed_connection_ids)
+    with transaction.atomic():
+        if candidate_id is None:
+            candidate = Candidate()
+        else:
+            found = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
+            if found is None:
+                raise NotFound(f"No candidate {candidate_id}.")
+            candidate = found
+        candidate.provider = data.provider
+        candidate.model = data.model
+        candidate.categories = list(dict.fromkeys(data.categories))
+        candidate.priority = data.priority
+        candidate.connection_id = data.connection_id
+        candidate.allowed_connection_ids = (
+            list(data.allowed_connection_ids) if data.allowed_connection_ids else None
+        )
+        candidate.save()
+    return candidate
+
+
+# --- spend ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpendInput:
+    request_id: str
+    connection_id: str
+    provider: str
+    model: str
+    cost_usd: Decimal | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    occurred_at: datetime | None = None
+
+
+def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
+    """The rung a request landed on: billing of its connection, then the model's tier."""
+    catalog = billing_services.load_catalog()
+    connection = Connection.objects.filter(connection_id=connection_id).first()
+    verdict = (
+        catalog.classify(connection.provider, connection.auth_type)
+        if connection is not None
+        else UNCURATED_VERDICT
+    )
+    config = load_config()
+    tier = billing_services.load_price_book().tier_of(
+        provider, model, config.cheap_max_input_usd_per_mtok
+    )
+    return rules.rung_for(verdict, tier)
+
+
+def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
+    """Record one request's spend once per request_id; (entry, created)."""
+    now = now or timezone.now()
+    existing = SpendEntry.objects.filter(request_id=data.request_id).first()
+    if existing is not None:
+        return existing, False
+    cost = data.cost_usd
+    is_computed = cost is None
+    if cost is None:
+        cost = billing_services.load_price_book().cost_usd(
+            data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
+        )
+    rung = spend_rung(data.connection_id, data.provider, data.model)
+    try:
+        with transaction.atomic():
+            entry = SpendEntry.objects.create(
+                request_id=data.request_id,
+                connection_id=data.connection_id,
+                provider=data.provider,
+                model=data.model,
+                cost_usd=cost.quantize(Decimal("0.00000001")),
+                is_cost_computed=is_computed,
+                input_tokens=data.input_tokens,
+                output_tokens=data.output_tokens,
+                rung=rung.label,
+                occurred_at=data.occurred_at or now,
+            )
+    except IntegrityError:  # the same request_id reported twice at once
+        return SpendEntry.objects.get(request_id=data.request_id), False
+    return entry, True
+
+
+@dataclass(frozen=True, slots=True)
+class RungBudget:
+    spent_usd: Decimal
+    budget_usd: Decimal | None
+    is_exhausted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpendSummary:
+    budget_window: str
+    window_start: datetime
+    window_end: datetime
+    rungs: dict[str, RungBudget]
+
+
+def spend_summary(*, now: datetime | None = None) -> SpendSummary:
+    """Spend of each paid rung against its budget in the current window."""
+    now = now or timezone.now()
+    config = load_config()
+    start, end = rules.budget_window_bounds(config.budget_window, now)
+    spend = spend_in_window(config, now)
+    rungs = {}
+    for rung in PAID_RUNGS:
+        budget = config.budget_for(rung)
+        spent = spend[rung].spent_usd
+        rungs[rung.label] = RungBudget(
+            spent_usd=spent,
+            budget_usd=budget,
+            is_exhausted=budget is not None and spent >= budget,
+        )
+    return SpendSummary(
+        budget_window=config.budget_window.value, window_start=start, window_end=end, rungs=rungs
+    )

@@ -1,0 +1,5 @@
+"""OmniRoute Admin: the control plane for subscription-first routing."""
+
+from .celery import app as celery_app
+
+__all__ = ("celery_app",)

@@ -1,0 +1,174 @@
+"""The one settings file. Every environment variable is read here, typed, and listed
+in `.env.example`; a bad value raises ImproperlyConfigured at start-up, never later.
+
+Defaults are the embedded ones (SQLite and a filesystem broker in `var/`), so
+`make run` needs no services; production sets DATABASE_URL and CELERY_BROKER_URL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
+
+env = environ.Env()
+# A local `.env` (written by `make run` on first start) fills in what the shell has not set.
+if (BASE_DIR / ".env").is_file():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _typed(name: str, cast: Any, default: Any) -> Any:
+    """Read one variable through django-environ, turning a bad value into a start-up error."""
+    try:
+        return cast(name, default=default)
+    except (ValueError, TypeError, environ.ImproperlyConfigured) as error:
+        raise ImproperlyConfigured(f"{name} has an invalid value: {error}") from error
+
+
+DEBUG: bool = _typed("DJANGO_DEBUG", env.bool, True)
+SECRET_KEY: str = _typed("DJANGO_SECRET_KEY", env.str, DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off: the development key is public."
+    )
+ALLOWED_HOSTS: list[str] = _typed("DJANGO_ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost"])
+
+# Credentials are encrypted at rest with this key set (see ladder/crypto.py for the format).
+OMNIROUTE_CREDENTIAL_KEY: str = _typed("OMNIROUTE_CREDENTIAL_KEY", env.str, "")
+
+
+def _check_credential_keys(value: str) -> None:
+    """Refuse a malformed key set at start-up rather than on the first credential write."""
+    from cryptography.fernet import Fernet
+
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        key_id, sep, key = part.partition(":")
+        try:
+            if not sep or not key_id:
+                raise ValueError
+            Fernet(key.encode())
+        except ValueError:
+            raise ImproperlyConfigured(
+                "OMNIROUTE_CREDENTIAL_KEY must be 'key_id:fernet_key[,key_id:fernet_key...]' "
+                f"(key {key_id or '?'!r} is malformed)."
+            ) from None
+
+
+_check_credential_keys(OMNIROUTE_CREDENTIAL_KEY)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "billing",
+    "ladder",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "omniroute_admin.urls"
+WSGI_APPLICATION = "omniroute_admin.wsgi.application"
+ASGI_APPLICATION = "omniroute_admin.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DEFAULT_SQLITE_URL = f"sqlite:///{VAR_DIR / 'omniroute.sqlite3'}"
+DATABASES = {"default": _typed("DATABASE_URL", env.db_url, DEFAULT_SQLITE_URL)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Fail fast instead of hanging a gateway request on a sick database.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "connect_timeout": _typed("DATABASE_CONNECT_TIMEOUT_SECONDS", env.int, 2),
+            "options": "-c statement_timeout={}".format(
+                _typed("DATABASE_STATEMENT_TIMEOUT_MS", env.int, 2000)
+            ),
+        }
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, worker and beat share one file in `make run`: wait for locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+DATABASES["default"]["CONN_MAX_AGE"] = _typed("DATABASE_CONN_MAX_AGE_SECONDS", env.int, 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Celery: the app is `omniroute_admin` (`celery -A omniroute_admin worker -B`).
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL: str = _typed("CELERY_BROKER_URL", env.str, "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
+    {
+        "data_folder_in": str(BROKER_DIR),
+        "data_folder_out": str(BROKER_DIR),
+        "processed_folder": str(BROKER_DIR / "processed"),
+    }
+    if CELERY_BROKER_URL.startswith("filesystem://")
+    else {"visibility_timeout": 3600}
+)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_TASK_DEFAULT_QUEUE: str = _typed("CELERY_TASK_DEFAULT_QUEUE", env.str, "omniroute")
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {}  # filled in by the ladder issue
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": _typed("LOG_LEVEL", env.str, "INFO")},
+}
