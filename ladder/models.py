@@ -53,6 +53,8 @@ class Connection(models.Model):
     # Set when the usage endpoint rejected the credential; cleared by the next good poll.
     quota_error = models.CharField(max_length=300, blank=True, default="")
     poll_not_before = models.DateTimeField(null=True, blank=True)
+    # A short lease: exactly one refresh of this connection polls upstream at a time.
+    refresh_lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -212,3 +214,36 @@ class SpendEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.cost_usd} USD on {self.rung}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API. Only a SHA-256 of the secret is stored: tokens
+    are long random strings, so a fast hash is safe and keeps the hot path cheap."""
+
+    class Scope(models.TextChoices):
+        GATEWAY = "gateway"
+        OPERATOR = "operator"
+
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to recognise it.")
+    secret_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope}, {self.prefix}...)"
+
+    @property
+    def is_revoked(self) -> bool:
+        """Whether the token was revoked (it then authenticates nothing)."""
+        return self.revoked_at is not None
+
+    def allows(self, scope: str) -> bool:
+        """Operator tokens can do everything gateway tokens can."""
+        return self.scope == self.Scope.OPERATOR or scope == self.Scope.GATEWAY

@@ -642,7 +642,11 @@ def apply_event(
     now: datetime,
 ) -> CooldownChange:
     """The cooldown written by a gateway event; a failure replaces any cooldown in force."""
-    event = EventKind(kind)  # ValueError for an unknown kind
+    try:
+        event = EventKind(kind)
+    except ValueError:
+        known = ", ".join(EventKind)
+        raise ValueError(f"unknown event kind {kind!r}: known kinds are {known}") from None
     if event == EventKind.SUCCESS:
         # A success clears the failure count and the cooldown.
         return CLEARED_COOLDOWN

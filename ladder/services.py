@@ -423,7 +423,7 @@ def store_reading(
     config = load_config()
     with transaction.atomic():
         connection = (
-            Connection.objects.select_for_update()
+            Connection.objects.select_for_update(of=("self",))
             .select_related("current_reading")
             .filter(connection_id=connection_id)
             .first()
@@ -475,7 +475,14 @@ def _schedule_refresh_at_reset(connection: Connection, reset_at: datetime | None
         return
     from ladder import tasks  # a late import: tasks import services
 
-    tasks.schedule_refresh_at(connection.connection_id, reset_at)
+    try:
+        tasks.schedule_refresh_at(connection.connection_id, reset_at)
+    except Exception as error:  # the periodic beat still refreshes once the reset passes
+        logger.warning(
+            "could not schedule the reset refresh of %s: %s",
+            connection.connection_id,
+            type(error).__name__,
+        )
 
 
 # --- events -----------------------------------------------------------------------------
@@ -763,3 +770,46 @@ def spend_summary(*, now: datetime | None = None) -> SpendSummary:
     return SpendSummary(
         budget_window=config.budget_window.value, window_start=start, window_end=end, rungs=rungs
     )
+
+
+# --- refresh requests and retention ------------------------------------------------------
+
+
+class NoQuotaSource(Exception):
+    """The connection has no quota source to poll."""
+
+
+class BrokerUnavailable(Exception):
+    """The task broker refused or timed out; nothing was queued."""
+
+
+def request_refresh(connection_id: str) -> None:
+    """Enqueue an immediate background poll; NotFound, NoQuotaSource or BrokerUnavailable."""
+    connection = Connection.objects.filter(connection_id=connection_id).first()
+    if connection is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    if connection.quota_source in ("", "none"):
+        raise NoQuotaSource(
+            f"Connection {connection_id!r} has no quota source: set quota_source to poll it, "
+            "or push readings to /readings."
+        )
+    from ladder import tasks
+
+    try:
+        tasks.refresh_connection_task.apply_async(
+            kwargs={"connection_id": connection_id, "requested_at": timezone.now().isoformat()}
+        )
+    except Exception as error:  # kombu raises several types; all mean "not queued"
+        logger.warning("could not enqueue a refresh of %s: %s", connection_id, type(error).__name__)
+        raise BrokerUnavailable("The task broker is unavailable; nothing was queued.") from error
+
+
+def prune_readings(*, older_than: datetime) -> int:
+    """Delete readings checked before `older_than`, never a connection's current one."""
+    current_ids = Connection.objects.filter(current_reading__isnull=False).values(
+        "current_reading_id"
+    )
+    deleted, _ = (
+        QuotaReading.objects.filter(checked_at__lt=older_than).exclude(pk__in=current_ids).delete()
+    )
+    return deleted

@@ -120,7 +120,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one file in `make run`: wait for locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20})
+    # IMMEDIATE transactions take the write lock up front, so a read-then-write never hits
+    # "database is locked"; WAL lets readers go on while one process writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DATABASES["default"]["CONN_MAX_AGE"] = _typed("DATABASE_CONN_MAX_AGE_SECONDS", env.int, 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -160,10 +168,44 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
+# Publishing must not hang a web request when the broker is down: fail fast instead.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_DEFAULT_QUEUE: str = _typed("CELERY_TASK_DEFAULT_QUEUE", env.str, "omniroute")
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {}  # filled in by the ladder issue
+
+# Quota refresh. A reading is polled again once this old (and always before it would go
+# stale under max_state_age_seconds); the beat looks for due connections this often.
+QUOTA_REFRESH_INTERVAL_SECONDS: int = _typed("QUOTA_REFRESH_INTERVAL_SECONDS", env.int, 180)
+QUOTA_BEAT_SECONDS: float = _typed("QUOTA_BEAT_SECONDS", env.float, 10.0)
+QUOTA_HTTP_TIMEOUT_SECONDS: float = _typed("QUOTA_HTTP_TIMEOUT_SECONDS", env.float, 10.0)
+QUOTA_READING_RETENTION_DAYS: int = _typed("QUOTA_READING_RETENTION_DAYS", env.int, 14)
+# A refresh for a reading's reset instant is scheduled this long after it.
+QUOTA_RESET_GRACE_SECONDS: float = _typed("QUOTA_RESET_GRACE_SECONDS", env.float, 1.5)
+# Each adapter's endpoint can be overridden by QUOTA_URL_<NAME> (full URL).
+QUOTA_ADAPTERS = ("claude", "codex", "copilot", "gemini-cli", "antigravity")
+QUOTA_URL_OVERRIDES: dict[str, str] = {
+    name: url
+    for name in QUOTA_ADAPTERS
+    if (url := _typed("QUOTA_URL_" + name.upper().replace("-", "_"), env.str, ""))
+}
+for _name, _url in QUOTA_URL_OVERRIDES.items():
+    if not _url.startswith(("https://", "http://")):
+        raise ImproperlyConfigured(f"The quota URL override for {_name} must be an http(s) URL.")
+
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "enqueue-due-refreshes": {
+        "task": "ladder.tasks.enqueue_due_refreshes_task",
+        "schedule": QUOTA_BEAT_SECONDS,
+        "options": {"expires": QUOTA_BEAT_SECONDS},
+    },
+    "prune-readings": {
+        "task": "ladder.tasks.prune_readings_task",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
+}
 
 LOGGING = {
     "version": 1,

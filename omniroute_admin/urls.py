@@ -1,12 +1,17 @@
-"""The URLconf: dashboard, Django admin, and the API."""
+"""The URLconf: dashboard, Django admin, the API and the operations endpoints."""
 
 from django.contrib import admin
 from django.urls import include, path
 
+from omniroute_admin import ops
 from omniroute_admin.api import api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("v1/models", ops.v1_models, name="v1-models"),
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
     path("", include("ladder.urls")),
 ]

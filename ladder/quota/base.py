@@ -110,7 +110,8 @@ def make_window(
 ) -> WindowReading:
     """Build a window: clamp remaining to 0..100; a window whose reset has passed is unknown."""
     if remaining_percent is not None:
-        remaining_percent = clamp_percent(remaining_percent)
+        # Six decimals is far finer than any quota and keeps 0.35 * 100 reading 35.0.
+        remaining_percent = round(clamp_percent(remaining_percent), 6)
     if reset_at is not None and reset_at <= now:
         # Deliberately unknown rather than full or as-is: the number describes a window
         # that no longer exists (guessing "full" would be invented data), and letting a
@@ -158,7 +159,9 @@ def describe_window(window: WindowReading) -> str:
     left = "unknown" if window.remaining_percent is None else f"{window.remaining_percent:.1f} %"
     if window.reset_at is None:
         return f"{window.name}: {left} left, no reset time given"
-    return f"{window.name}: {left} left, resets {window.reset_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return (
+        f"{window.name}: {left} left, resets {window.reset_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    )
 
 
 def quota_from_windows(
@@ -202,14 +205,25 @@ def unparseable(message: str) -> QuotaError:
     return QuotaError(ErrorKind.UNPARSEABLE, message)
 
 
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
+def _json_type(value: object) -> str:
+    """Name a decoded JSON value's type the way the payload spells it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
 def expect_object(value: object, where: str) -> dict[str, Any]:
     """Return value as a JSON object, or raise unparseable."""
     if not isinstance(value, dict):
-        raise unparseable(f"{where} is a {_type_name(value)}, expected an object")
+        raise unparseable(f"{where} is {_json_type(value)}, expected an object")
     return value
 
 
@@ -225,7 +239,7 @@ def optional_list(container: Mapping[str, Any], key: str, where: str) -> list[An
     if value is None:
         return None
     if not isinstance(value, list):
-        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a list")
+        raise unparseable(f"{where}.{key} is {_json_type(value)}, expected a list")
     return value
 
 
@@ -236,7 +250,7 @@ def optional_number(container: Mapping[str, Any], key: str, where: str) -> float
         return None
     # bool is an int in Python but never a quantity in a payload.
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a number")
+        raise unparseable(f"{where}.{key} is {_json_type(value)}, expected a number")
     number = float(value)
     if not math.isfinite(number):
         # Python's json module accepts NaN and Infinity, which no provider means.
@@ -250,7 +264,7 @@ def optional_bool(container: Mapping[str, Any], key: str, where: str) -> bool | 
     if value is None:
         return None
     if not isinstance(value, bool):
-        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a boolean")
+        raise unparseable(f"{where}.{key} is {_json_type(value)}, expected a boolean")
     return value
 
 
@@ -260,7 +274,7 @@ def optional_string(container: Mapping[str, Any], key: str, where: str) -> str |
     if value is None:
         return None
     if not isinstance(value, str):
-        raise unparseable(f"{where}.{key} is a {_type_name(value)}, expected a string")
+        raise unparseable(f"{where}.{key} is {_json_type(value)}, expected a string")
     return value
 
 
@@ -289,7 +303,8 @@ def optional_epoch(container: Mapping[str, Any], key: str, where: str) -> dateti
 # --- credentials -----------------------------------------------------------------------
 
 
-def _invalid_credential(adapter: str, problem: str) -> QuotaError:
+def invalid_credential(adapter: str, problem: str) -> QuotaError:
+    """Build the error for a credential that is malformed for its adapter."""
     return QuotaError(ErrorKind.CREDENTIAL_INVALID, f"the {adapter} credential {problem}")
 
 
@@ -303,32 +318,32 @@ def parse_credential(
     """Read a bare token, or a JSON object with "access_token" plus the adapter's keys."""
     text = credential.strip()
     if not text:
-        raise _invalid_credential(adapter, "is empty")
+        raise invalid_credential(adapter, "is empty")
     if not text.startswith("{"):
         if required:
             keys = ", ".join(("access_token", *required))
-            raise _invalid_credential(adapter, f"must be a JSON object with {keys}")
+            raise invalid_credential(adapter, f"must be a JSON object with {keys}")
         fields = {"access_token": text}
     else:
         try:
             data = jsonlib.loads(text)
         except ValueError:
             # "from None": the decode error holds the whole document, i.e. the secret.
-            raise _invalid_credential(adapter, "starts with '{' but is not valid JSON") from None
+            raise invalid_credential(adapter, "starts with '{' but is not valid JSON") from None
         if not isinstance(data, dict):
-            raise _invalid_credential(adapter, "must be a JSON object")
+            raise invalid_credential(adapter, "must be a JSON object")
         fields = {}
         for key in ("access_token", *required, *optional):
             value = data.get(key)
             if value is None or value == "":
                 if key == "access_token" or key in required:
-                    raise _invalid_credential(adapter, f"lacks {key!r}")
+                    raise invalid_credential(adapter, f"lacks {key!r}")
                 continue
             if not isinstance(value, str):
-                raise _invalid_credential(adapter, f"has a non-string {key!r}")
+                raise invalid_credential(adapter, f"has a non-string {key!r}")
             fields[key] = value
     if not _TOKEN.fullmatch(fields["access_token"]):
-        raise _invalid_credential(adapter, "holds a token with spaces or non-ASCII characters")
+        raise invalid_credential(adapter, "holds a token with spaces or non-ASCII characters")
     return fields
 
 
@@ -340,9 +355,7 @@ def make_client(timeout_seconds: float = 10.0) -> httpx.Client:
     timeout = httpx.Timeout(
         connect=timeout_seconds, read=timeout_seconds, write=timeout_seconds, pool=timeout_seconds
     )
-    return httpx.Client(
-        timeout=timeout, follow_redirects=False, headers={"User-Agent": USER_AGENT}
-    )
+    return httpx.Client(timeout=timeout, follow_redirects=False, headers={"User-Agent": USER_AGENT})
 
 
 def _retry_after_seconds(response: httpx.Response) -> float | None:
@@ -355,18 +368,30 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
     return parse_retry_after(value, reference)
 
 
-def _body_excerpt(response: httpx.Response, limit: int = 120) -> str:
-    """Return the start of an error body on one line, for the error message."""
+def _body_excerpt(response: httpx.Response, secrets: tuple[str, ...], limit: int = 120) -> str:
+    """Return the start of an error body on one line, secrets redacted, for the message."""
+    # Read past the limit by the longest secret, so one cut at the limit is redacted too.
+    wanted = limit + max((len(secret) for secret in secrets), default=0)
     collected = b""
     for chunk in response.iter_bytes():
         collected += chunk
-        if len(collected) >= limit:
+        if len(collected) >= wanted:
             break
-    text = " ".join(collected[:limit].decode("utf-8", errors="replace").split())
+    text = " ".join(collected[:wanted].decode("utf-8", errors="replace").split())
+    # An upstream may echo the credential back in an error body; it must not reach a log.
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    text = text[:limit]
     return f": {text}" if text else ""
 
 
-def _raise_for_status(response: httpx.Response, host: str) -> None:
+def _secrets_in(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """Return the credential parts of the Authorization header, longest first."""
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+    return tuple(sorted({value, value.split(" ")[-1]} - {""}, key=len, reverse=True))
+
+
+def _raise_for_status(response: httpx.Response, host: str, secrets: tuple[str, ...]) -> None:
     """Map a non-2xx answer to the QuotaError kind the shell acts on."""
     status = response.status_code
     if 200 <= status < 300:
@@ -385,12 +410,10 @@ def _raise_for_status(response: httpx.Response, host: str) -> None:
             ErrorKind.CREDENTIAL_REJECTED, f"{host} rejected the credential (HTTP {status})"
         )
     if status == 429:
-        raise QuotaError(
-            ErrorKind.RATE_LIMITED, f"{host} is rate limiting (HTTP 429)", retry_after
-        )
+        raise QuotaError(ErrorKind.RATE_LIMITED, f"{host} is rate limiting (HTTP 429)", retry_after)
     raise QuotaError(
         ErrorKind.UPSTREAM_ERROR,
-        f"{host} answered HTTP {status}{_body_excerpt(response)}",
+        f"{host} answered HTTP {status}{_body_excerpt(response, secrets)}",
         retry_after,
     )
 
@@ -408,7 +431,9 @@ def _read_json(response: httpx.Response, host: str) -> Any:
         return jsonlib.loads(b"".join(chunks))
     except (ValueError, RecursionError):
         content_type = response.headers.get("content-type", "no content type")
-        raise unparseable(f"{host} answered with a body that is not JSON ({content_type})") from None
+        raise unparseable(
+            f"{host} answered with a body that is not JSON ({content_type})"
+        ) from None
 
 
 def request_json(
@@ -424,7 +449,7 @@ def request_json(
         with client.stream(
             method, url, headers=dict(headers), json=json, follow_redirects=False
         ) as response:
-            _raise_for_status(response, host)
+            _raise_for_status(response, host, _secrets_in(headers))
             return _read_json(response, host)
     except httpx.TimeoutException as error:
         raise QuotaError(ErrorKind.TIMEOUT, f"{host} did not answer in time") from error
@@ -453,11 +478,13 @@ class Adapter:
     fetch: Callable[..., Any]
     parse: Callable[[Any, datetime], ParsedQuota]
 
-    def poll(self, *, url: str, credential: str, client: httpx.Client, now: datetime) -> ParsedQuota:
+    def poll(
+        self, *, url: str, credential: str, client: httpx.Client, now: datetime
+    ) -> ParsedQuota:
         """Fetch the usage payload and parse it; raises QuotaError on any failure."""
         return self.parse(self.fetch(url=url, credential=credential, client=client), now)
 
 
 def env_var_for(name: str) -> str:
-    """Name the environment variable that overrides an adapter's URL ("gemini-cli" -> ...)."""
+    """Name the env var overriding an adapter's URL: "gemini-cli" -> "QUOTA_URL_GEMINI_CLI"."""
     return "QUOTA_URL_" + re.sub(r"[^A-Z0-9]", "_", name.upper())

@@ -1,0 +1,164 @@
+"""REST endpoints of the billing catalog and model prices (read: gateway; write: operator)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from ninja import Router
+
+from billing import services
+from billing.models import BillingCatalogEntry, ModelPrice
+from billing.schemas import Detail, EntryIn, EntryOut, PriceIn, PriceOut
+from billing.tiers import PriceBook
+from ladder.services import load_config
+from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
+from omniroute_admin.errors import validation_error_response
+
+router = Router(tags=["catalog and prices"])
+
+
+def _catalog_input(payload: EntryIn) -> services.CatalogInput:
+    return services.CatalogInput(
+        payload.provider, payload.auth_type, payload.billing, payload.overage, payload.reason
+    )
+
+
+@router.get("/catalog", response=list[EntryOut], auth=gateway_auth, summary="List the catalog")
+def list_catalog(request: HttpRequest) -> list[BillingCatalogEntry]:
+    """Every curated billing entry. Providers without an entry are uncurated (metered)."""
+    return list(BillingCatalogEntry.objects.all())
+
+
+@router.post(
+    "/catalog",
+    response={201: EntryOut, 409: Detail, 422: dict},
+    auth=operator_auth,
+    summary="Create a catalog entry",
+)
+def create_catalog_entry(request: HttpRequest, payload: EntryIn) -> object:
+    """Curate a provider (optionally one auth type). One entry per (provider, auth_type)
+    and one provider-wide entry per provider: a duplicate answers 409."""
+    try:
+        entry = services.create_catalog_entry(_catalog_input(payload), actor=actor_of(request))
+    except services.Conflict as error:
+        return 409, {"detail": str(error)}
+    except ValidationError as error:
+        return validation_error_response(error)
+    return 201, entry
+
+
+@router.get(
+    "/catalog/{int:entry_id}",
+    response={200: EntryOut, 404: Detail},
+    auth=gateway_auth,
+    summary="Get a catalog entry",
+)
+def get_catalog_entry(request: HttpRequest, entry_id: int) -> object:
+    """One catalog entry."""
+    entry = BillingCatalogEntry.objects.filter(pk=entry_id).first()
+    if entry is None:
+        return 404, {"detail": f"No catalog entry {entry_id}."}
+    return entry
+
+
+@router.put(
+    "/catalog/{int:entry_id}",
+    response={200: EntryOut, 404: Detail, 409: Detail, 422: dict},
+    auth=operator_auth,
+    summary="Replace a catalog entry",
+)
+def update_catalog_entry(request: HttpRequest, entry_id: int, payload: EntryIn) -> object:
+    """Replace every field of an entry. Send the `version` you read to be refused (409)
+    instead of overwriting someone else's newer edit."""
+    try:
+        return services.update_catalog_entry(
+            entry_id,
+            _catalog_input(payload),
+            actor=actor_of(request),
+            expected_version=payload.version,
+        )
+    except BillingCatalogEntry.DoesNotExist:
+        return 404, {"detail": f"No catalog entry {entry_id}."}
+    except services.Conflict as error:
+        return 409, {"detail": str(error)}
+    except ValidationError as error:
+        return validation_error_response(error)
+
+
+@router.delete(
+    "/catalog/{int:entry_id}",
+    response={204: None, 404: Detail},
+    auth=operator_auth,
+    summary="Delete a catalog entry",
+)
+def delete_catalog_entry(request: HttpRequest, entry_id: int) -> object:
+    """Delete an entry: its provider becomes uncurated (treated as metered)."""
+    try:
+        services.delete_catalog_entry(entry_id, actor=actor_of(request))
+    except BillingCatalogEntry.DoesNotExist:
+        return 404, {"detail": f"No catalog entry {entry_id}."}
+    return 204, None
+
+
+def price_out(price: ModelPrice, book: PriceBook, cheap_max: Decimal) -> dict[str, object]:
+    """A price row with its computed tier."""
+    return {
+        "id": price.pk,
+        "provider": price.provider,
+        "model": price.model,
+        "input_usd_per_mtok": float(price.input_usd_per_mtok),
+        "output_usd_per_mtok": float(price.output_usd_per_mtok),
+        "tier_override": price.tier_override or None,
+        "tier": book.tier_of(price.provider, price.model, cheap_max).value,
+    }
+
+
+@router.get("/prices", response=list[PriceOut], auth=gateway_auth, summary="List prices")
+def list_prices(request: HttpRequest) -> list[dict[str, object]]:
+    """Every model price (USD per million tokens) with its economic tier."""
+    prices = list(ModelPrice.objects.all())
+    book = PriceBook(price.as_row() for price in prices)
+    cheap_max = load_config().cheap_max_input_usd_per_mtok
+    return [price_out(price, book, cheap_max) for price in prices]
+
+
+@router.post(
+    "/prices",
+    response={200: PriceOut, 201: PriceOut, 422: dict},
+    auth=operator_auth,
+    summary="Create or update a price",
+)
+def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
+    """Upsert on (provider, model): 201 when created, 200 when updated."""
+    data = services.PriceInput(
+        provider=payload.provider,
+        model=payload.model,
+        input_usd_per_mtok=Decimal(str(payload.input_usd_per_mtok)),
+        output_usd_per_mtok=Decimal(str(payload.output_usd_per_mtok)),
+        tier_override=payload.tier_override,
+    )
+    try:
+        price, created = services.upsert_price(data, actor=actor_of(request))
+    except ValidationError as error:
+        return validation_error_response(error)
+    book = services.load_price_book()
+    body = price_out(price, book, load_config().cheap_max_input_usd_per_mtok)
+    return (201 if created else 200), body
+
+
+@router.delete(
+    "/prices/{int:price_id}",
+    response={204: None, 404: Detail},
+    auth=operator_auth,
+    summary="Delete a price",
+)
+def delete_price(request: HttpRequest, price_id: int) -> object:
+    """Delete a price row; the model falls back to its provider's `*` row or the
+    assumed $5/$15 (premium)."""
+    try:
+        services.delete_price(price_id, actor=actor_of(request))
+    except ModelPrice.DoesNotExist:
+        return 404, {"detail": f"No price {price_id}."}
+    return 204, None

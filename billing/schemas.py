@@ -1,0 +1,129 @@
+"""Ninja schemas of the billing catalog and prices. Writes forbid unknown fields."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, StrictInt, StringConstraints
+
+from billing.models import (
+    AUTH_TYPE_MAX_LENGTH,
+    MODEL_MAX_LENGTH,
+    PROVIDER_MAX_LENGTH,
+    REASON_MAX_LENGTH,
+)
+
+BillingLiteral = Literal["subscription", "metered", "keyless", "unknown"]
+OverageLiteral = Literal["hard-stop", "meters-to-paid", "unknown"]
+TierLiteral = Literal["free", "cheap", "premium"]
+
+# Text without NUL bytes (databases refuse them) and with a length limit.
+NO_NUL = r"^[^\x00]*$"
+ProviderStr = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=PROVIDER_MAX_LENGTH, pattern=NO_NUL
+    ),
+]
+AuthTypeStr = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=AUTH_TYPE_MAX_LENGTH, pattern=NO_NUL
+    ),
+]
+ReasonStr = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=REASON_MAX_LENGTH, pattern=NO_NUL
+    ),
+]
+ModelStr = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=MODEL_MAX_LENGTH, pattern=NO_NUL
+    ),
+]
+
+
+class WriteSchema(Schema):
+    """Base of every write body: unknown fields are refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EntryIn(WriteSchema):
+    provider: ProviderStr
+    auth_type: AuthTypeStr | None = None
+    billing: BillingLiteral
+    overage: OverageLiteral
+    reason: ReasonStr
+    version: StrictInt | None = Field(
+        default=None,
+        description="On PUT: the version you read; a newer stored version answers 409.",
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "provider": "claude",
+                    "auth_type": "oauth",
+                    "billing": "subscription",
+                    "overage": "hard-stop",
+                    "reason": "Pro/Max plan windows refuse past the limit until reset",
+                }
+            ]
+        },
+    )
+
+
+class EntryOut(Schema):
+    id: int
+    provider: str
+    auth_type: str | None
+    billing: BillingLiteral
+    overage: OverageLiteral
+    reason: str
+    version: int
+    updated_at: datetime
+    updated_by: str | None
+
+
+class PriceIn(WriteSchema):
+    provider: ProviderStr
+    model: ModelStr = Field(description='"*" prices every model of the provider without a row.')
+    input_usd_per_mtok: float = Field(ge=0, lt=100_000_000, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, lt=100_000_000, allow_inf_nan=False)
+    tier_override: TierLiteral | None = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "provider": "openai",
+                    "model": "gpt-4o-mini",
+                    "input_usd_per_mtok": 0.15,
+                    "output_usd_per_mtok": 0.6,
+                    "tier_override": None,
+                }
+            ]
+        },
+    )
+
+
+class PriceOut(Schema):
+    id: int
+    provider: str
+    model: str
+    input_usd_per_mtok: float
+    output_usd_per_mtok: float
+    tier_override: TierLiteral | None
+    tier: TierLiteral
+
+
+class Detail(Schema):
+    detail: str

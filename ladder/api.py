@@ -1,0 +1,594 @@
+"""REST endpoints of the ladder (spec/api.md): connections, readings, events, candidates,
+pools, the models list, settings and spend. Each endpoint validates, calls a service,
+and maps the result to a schema."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import Annotated, Any
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Path, Router
+
+from ladder import metrics, services
+from ladder.crypto import CredentialKeyMissing
+from ladder.models import Candidate, Connection, QuotaReading, SpendEntry
+from ladder.rules import (
+    ADVERTISED_AUTO_IDS,
+    AutoId,
+    CandidateIn,
+    Decision,
+    InvalidAutoId,
+    UnknownTier,
+    connection_rung,
+    is_reading_current,
+    parse_auto_id,
+)
+from ladder.schemas import (
+    CONNECTION_ID_REGEX,
+    CandidateOut,
+    ConnectionIn,
+    ConnectionOut,
+    DecisionOut,
+    EventIn,
+    EventResultOut,
+    ModelListOut,
+    PoolRequestIn,
+    QueuedOut,
+    ReadingIn,
+    ReadingOut,
+    SettingsSchema,
+    SpendIn,
+    SpendOut,
+    SpendSummaryOut,
+    StatusOut,
+)
+from ladder.schemas import CandidateIn as CandidateSchema
+from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
+from omniroute_admin.errors import validation_error_response
+
+router = Router(tags=["ladder"])
+
+ConnectionIdPath = Annotated[
+    str, Path(pattern=CONNECTION_ID_REGEX, description="The gateway's own connection id.")
+]
+
+
+def _detail(message: str) -> dict[str, str]:
+    return {"detail": message}
+
+
+# --- connections -------------------------------------------------------------------------
+
+
+def connection_out(connection: Connection) -> dict[str, Any]:
+    """A connection as the API shows it: never its credential."""
+    return {
+        "connection_id": connection.connection_id,
+        "provider": connection.provider,
+        "auth_type": connection.auth_type,
+        "label": connection.label,
+        "active": connection.is_active,
+        "quota_source": connection.quota_source,
+        "has_credential": connection.has_credential,
+    }
+
+
+def reading_out(reading: QuotaReading) -> dict[str, Any]:
+    """A stored reading as the API shows it."""
+    return {
+        "status": reading.status,
+        "remaining_percent": reading.remaining_percent,
+        "reset_at": reading.reset_at,
+        "checked_at": reading.checked_at,
+        "windows": reading.windows or [],
+        "source": reading.source,
+        "detail": reading.detail,
+    }
+
+
+@router.get("/connections", response=list[ConnectionOut], auth=gateway_auth)
+def list_connections(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every registered connection (credentials are never returned)."""
+    return [connection_out(c) for c in Connection.objects.all()]
+
+
+@router.put(
+    "/connections/{connection_id}",
+    response={200: ConnectionOut, 422: dict},
+    auth=gateway_auth,
+)
+def put_connection(
+    request: HttpRequest, connection_id: ConnectionIdPath, payload: ConnectionIn
+) -> Any:
+    """Create or replace a connection. `credential` is write-only and encrypted at rest;
+    omit it to keep the stored one, send "" to clear it."""
+    try:
+        connection, _ = services.upsert_connection(
+            connection_id,
+            services.ConnectionInput(
+                provider=payload.provider,
+                auth_type=payload.auth_type,
+                label=payload.label,
+                active=payload.active,
+                quota_source=payload.quota_source,
+                credential=payload.credential,
+            ),
+        )
+    except CredentialKeyMissing as error:
+        return validation_error_response(ValidationError({"credential": [str(error)]}))
+    return connection_out(connection)
+
+
+@router.get(
+    "/connections/{connection_id}",
+    response={200: ConnectionOut, 404: dict},
+    auth=gateway_auth,
+)
+def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
+    """One connection."""
+    try:
+        return connection_out(services.get_connection(connection_id))
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+
+
+@router.delete("/connections/{connection_id}", response={204: None, 404: dict}, auth=gateway_auth)
+def delete_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
+    """Delete a connection with its readings."""
+    if not services.delete_connection(connection_id):
+        return 404, _detail(f"No connection {connection_id!r}.")
+    return 204, None
+
+
+def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
+    """A connection's billing verdict, rung, reading, hysteresis and cooldown."""
+    from billing.services import load_catalog
+
+    now = now or timezone.now()
+    config = services.load_config()
+    verdict = load_catalog().classify(connection.provider, connection.auth_type)
+    reading = connection.current_reading
+    core_reading = services.reading_of(reading)
+    rung = connection_rung(verdict)
+    return {
+        "connection_id": connection.connection_id,
+        "provider": connection.provider,
+        "auth_type": connection.auth_type,
+        "active": connection.is_active,
+        "billing": {
+            "billing": verdict.billing.value,
+            "overage": verdict.overage.value,
+            "reason": verdict.reason,
+            "catalog_entry_id": verdict.catalog_entry_id,
+        },
+        "rung": rung.label if rung is not None else None,
+        "reading": reading_out(reading) if reading is not None else None,
+        "reading_current": core_reading is not None
+        and is_reading_current(core_reading, config, now),
+        "hysteresis": {
+            "state": connection.hysteresis_state,
+            "since": connection.hysteresis_since,
+            "reason": connection.hysteresis_reason,
+        },
+        "cooldown_until": connection.cooldown_until
+        if connection.cooldown_until and connection.cooldown_until > now
+        else None,
+        "consecutive_failures": connection.consecutive_failures,
+        "quota_error": connection.quota_error,
+    }
+
+
+@router.get(
+    "/connections/{connection_id}/status",
+    response={200: StatusOut, 404: dict},
+    auth=gateway_auth,
+)
+def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
+    """Billing verdict (and the catalog entry that decided it), rung, current reading,
+    hysteresis state and cooldown of one connection."""
+    try:
+        return status_out(services.get_connection(connection_id))
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+
+
+@router.post(
+    "/connections/{connection_id}/refresh",
+    response={202: QueuedOut, 404: dict, 409: dict, 503: dict},
+    auth=gateway_auth,
+)
+def refresh_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
+    """Enqueue an immediate background poll of the connection's quota source."""
+    try:
+        services.request_refresh(connection_id)
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+    except services.NoQuotaSource as error:
+        return 409, _detail(str(error))
+    except services.BrokerUnavailable as error:
+        return 503, _detail(str(error))
+    return 202, {"queued": True}
+
+
+# --- readings and events -------------------------------------------------------------------
+
+
+@router.post(
+    "/connections/{connection_id}/readings",
+    response={201: ReadingOut, 404: dict, 422: dict},
+    auth=gateway_auth,
+)
+def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload: ReadingIn) -> Any:
+    """Store a quota reading. Status is derived when absent (UNKNOWN without a number,
+    EXHAUSTED at or below 0, else SAFE); windows reduce to the binding (lowest) one."""
+    data = services.ReadingInput(
+        status=payload.status,
+        remaining_percent=payload.remaining_percent,
+        reset_at=payload.reset_at,
+        checked_at=payload.checked_at,
+        windows=tuple(
+            services.WindowInput(w.name, w.remaining_percent, w.reset_at) for w in payload.windows
+        )
+        if payload.windows is not None
+        else None,
+    )
+    try:
+        stored = services.store_reading(connection_id, data)
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+    except ValidationError as error:
+        return validation_error_response(error)
+    return 201, reading_out(stored.reading)
+
+
+@router.post(
+    "/connections/{connection_id}/events",
+    response={200: EventResultOut, 404: dict, 422: dict},
+    auth=gateway_auth,
+)
+def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: EventIn) -> Any:
+    """Report an upstream outcome: failures write a cooldown (Retry-After, else backoff),
+    clamped to the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading;
+    `success` clears the failure count and the cooldown."""
+    try:
+        result = services.apply_event(
+            connection_id,
+            kind=payload.kind,
+            retry_after_seconds=payload.retry_after_seconds,
+            reset_at=payload.reset_at,
+            headers=payload.headers,
+        )
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+    metrics.EVENTS.labels(kind=payload.kind).inc()
+    return result
+
+
+# --- candidates ----------------------------------------------------------------------------
+
+
+def candidate_out(candidate: Candidate) -> dict[str, Any]:
+    """A registered candidate as the API shows it."""
+    return {
+        "id": candidate.pk,
+        "provider": candidate.provider,
+        "model": candidate.model,
+        "categories": list(candidate.categories or []),
+        "priority": candidate.priority,
+        "connection_id": candidate.connection_id,
+        "allowed_connection_ids": candidate.allowed_connection_ids,
+    }
+
+
+def _candidate_input(payload: CandidateSchema) -> services.CandidateInput:
+    return services.CandidateInput(
+        provider=payload.provider,
+        model=payload.model,
+        categories=tuple(payload.categories),
+        priority=payload.priority,
+        connection_id=payload.connection_id,
+        allowed_connection_ids=tuple(payload.allowed_connection_ids)
+        if payload.allowed_connection_ids
+        else None,
+    )
+
+
+@router.get("/candidates", response=list[CandidateOut], auth=gateway_auth)
+def list_candidates(request: HttpRequest) -> list[dict[str, Any]]:
+    """Registered candidates, by priority (lower first), ties by id."""
+    return [candidate_out(c) for c in Candidate.objects.order_by("priority", "id")]
+
+
+@router.post("/candidates", response={201: CandidateOut, 422: dict}, auth=gateway_auth)
+def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
+    """Register a candidate: exactly one of `connection_id` and a non-empty
+    `allowed_connection_ids`."""
+    try:
+        return 201, candidate_out(services.save_candidate(_candidate_input(payload)))
+    except ValidationError as error:
+        return validation_error_response(error)
+
+
+@router.put(
+    "/candidates/{int:candidate_id}",
+    response={200: CandidateOut, 404: dict, 422: dict},
+    auth=gateway_auth,
+)
+def update_candidate(request: HttpRequest, candidate_id: int, payload: CandidateSchema) -> Any:
+    """Replace a candidate's fields."""
+    try:
+        return candidate_out(services.save_candidate(_candidate_input(payload), candidate_id))
+    except services.NotFound as error:
+        return 404, _detail(str(error))
+    except ValidationError as error:
+        return validation_error_response(error)
+
+
+@router.delete("/candidates/{int:candidate_id}", response={204: None, 404: dict}, auth=gateway_auth)
+def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
+    """Remove a candidate."""
+    deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
+    if not deleted:
+        return 404, _detail(f"No candidate {candidate_id}.")
+    return 204, None
+
+
+# --- pools: the hot path -------------------------------------------------------------------
+
+
+def decision_out(decision: Decision) -> dict[str, Any]:
+    """A decision in the contract's shape."""
+    auto_id = decision.auto_id
+    return {
+        "auto_id": auto_id.auto_id,
+        "grouping": auto_id.grouping.value,
+        "category": auto_id.category,
+        "fail_mode": auto_id.fail_mode,
+        "computed_at": decision.computed_at,
+        "candidates": [
+            {
+                "id": c.id,
+                "provider": c.provider,
+                "model": c.model,
+                "rung": c.rung.label,
+                "connection_id": c.connection_id,
+                "allowed_connection_ids": list(c.allowed_connection_ids)
+                if c.allowed_connection_ids is not None
+                else None,
+            }
+            for c in decision.candidates
+        ],
+        "excluded": [
+            {
+                "provider": e.provider,
+                "model": e.model,
+                "connection_id": e.connection_id,
+                "rung": e.rung.label if e.rung is not None else None,
+                "reason": e.reason.value,
+                "detail": e.detail,
+            }
+            for e in decision.excluded
+        ],
+        "next_change_at": decision.next_change_at,
+    }
+
+
+def _parse_pool_id(auto_id: str) -> AutoId | dict[str, str]:
+    try:
+        return parse_auto_id(auto_id)
+    except UnknownTier as error:
+        return _detail(f"{error}.")
+    except InvalidAutoId as error:
+        return _detail(f"{error}.")
+
+
+def _observe(parsed: AutoId, decision: Decision, started: float) -> None:
+    outcome = "empty" if not decision.candidates else "served"
+    metrics.DECISIONS.labels(auto_id=parsed.auto_id, outcome=outcome).inc()
+    metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+
+
+@router.get(
+    "/pools/{path:auto_id}",
+    response={200: DecisionOut, 404: dict},
+    auth=gateway_auth,
+    summary="Pool of an auto id over the registered candidates",
+)
+def get_pool(request: HttpRequest, auto_id: str) -> Any:
+    """The ordered pool of `auto/subscription`, `auto/thrifty` or
+    `auto/<category>:<tier>` over the registered candidates, with every excluded
+    connection and why. An empty pool is a 200: the intended answer of a fail-closed
+    grouping; `next_change_at` tells when it may change."""
+    started = time.perf_counter()
+    parsed = _parse_pool_id(auto_id)
+    if not isinstance(parsed, AutoId):
+        return 404, parsed
+    try:
+        decision = services.decide_registered(parsed)
+    except services.UnknownCategory as error:
+        return 404, _detail(str(error))
+    _observe(parsed, decision, started)
+    return decision_out(decision)
+
+
+@router.post(
+    "/pools/{path:auto_id}",
+    response={200: DecisionOut, 404: dict, 422: dict},
+    auth=gateway_auth,
+    summary="Pool of an auto id over the gateway's own ranked candidates",
+)
+def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any:
+    """Filter and order the gateway's own pool (its order is the ranking; `priority` is
+    ignored, `id` is echoed back). A category id keeps only the candidates that list it."""
+    started = time.perf_counter()
+    parsed = _parse_pool_id(auto_id)
+    if not isinstance(parsed, AutoId):
+        return 404, parsed
+    candidates = []
+    errors: list[dict[str, Any]] = []
+    for index, item in enumerate(payload.candidates):
+        if (item.connection_id is None) == (not item.allowed_connection_ids):
+            errors.append(
+                {
+                    "loc": ["body", "payload", "candidates", index],
+                    "msg": "Give exactly one of connection_id and a non-empty "
+                    "allowed_connection_ids.",
+                    "type": "value_error",
+                }
+            )
+            continue
+        candidates.append(
+            CandidateIn(
+                id=item.id,
+                provider=item.provider,
+                model=item.model,
+                categories=tuple(item.categories),
+                connection_id=item.connection_id,
+                allowed_connection_ids=tuple(item.allowed_connection_ids)
+                if item.allowed_connection_ids
+                else None,
+            )
+        )
+    if errors:
+        return 422, {"detail": errors}
+    decision = services.decide_for(parsed, candidates, now=timezone.now())
+    _observe(parsed, decision, started)
+    return decision_out(decision)
+
+
+# --- models list ----------------------------------------------------------------------------
+
+
+def models_list() -> dict[str, Any]:
+    """The OpenAI-style list of the advertised (flat) auto ids."""
+    return {
+        "object": "list",
+        "data": [
+            {"id": auto_id.auto_id, "object": "model", "created": 0, "owned_by": "omniroute"}
+            for auto_id in ADVERTISED_AUTO_IDS
+        ],
+    }
+
+
+@router.get("/models", response=ModelListOut, auth=gateway_auth)
+def list_models(request: HttpRequest) -> dict[str, Any]:
+    """`auto/subscription` and `auto/thrifty`, OpenAI-style. Category composites are
+    accepted by the pools endpoint but not listed. Also served at /v1/models."""
+    return models_list()
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def _money(value: Decimal | None) -> float | None:
+    return float(value) if value is not None else None
+
+
+def settings_out() -> dict[str, Any]:
+    """The tuning fields, exactly."""
+    row = services.get_settings_row()
+    return {
+        "exit_cutoff_percent": row.exit_cutoff_percent,
+        "reentry_min_remaining_percent": row.reentry_min_remaining_percent,
+        "rung_budget_usd": {
+            "cheap": _money(row.cheap_budget_usd),
+            "premium": _money(row.premium_budget_usd),
+        },
+        "budget_window": row.budget_window,
+        "max_state_age_seconds": row.max_state_age_seconds,
+        "base_cooldown_seconds": row.base_cooldown_seconds,
+        "max_cooldown_seconds": row.max_cooldown_seconds,
+        "cheap_max_input_usd_per_mtok": float(row.cheap_max_input_usd_per_mtok),
+    }
+
+
+@router.get("/settings/ladder", response=SettingsSchema, auth=gateway_auth)
+def get_settings(request: HttpRequest) -> dict[str, Any]:
+    """The ladder's tuning. There is no `enabled` field, deliberately."""
+    return settings_out()
+
+
+def _decimal(value: float | None) -> Decimal | None:
+    return Decimal(str(value)) if value is not None else None
+
+
+@router.put("/settings/ladder", response={200: SettingsSchema, 422: dict}, auth=operator_auth)
+def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
+    """Replace every tuning field (a missing field, or an `enabled` field, is a 422)."""
+    values = {
+        "exit_cutoff_percent": payload.exit_cutoff_percent,
+        "reentry_min_remaining_percent": payload.reentry_min_remaining_percent,
+        "cheap_budget_usd": _decimal(payload.rung_budget_usd.cheap),
+        "premium_budget_usd": _decimal(payload.rung_budget_usd.premium),
+        "budget_window": payload.budget_window,
+        "max_state_age_seconds": payload.max_state_age_seconds,
+        "base_cooldown_seconds": payload.base_cooldown_seconds,
+        "max_cooldown_seconds": payload.max_cooldown_seconds,
+        "cheap_max_input_usd_per_mtok": _decimal(payload.cheap_max_input_usd_per_mtok),
+    }
+    try:
+        services.update_settings(values, actor=actor_of(request))
+    except ValidationError as error:
+        return validation_error_response(error)
+    return settings_out()
+
+
+# --- spend ------------------------------------------------------------------------------------
+
+
+def spend_out(entry: SpendEntry) -> dict[str, Any]:
+    """A ledger entry as the API shows it."""
+    return {
+        "request_id": entry.request_id,
+        "connection_id": entry.connection_id,
+        "provider": entry.provider,
+        "model": entry.model,
+        "cost_usd": float(entry.cost_usd),
+        "input_tokens": entry.input_tokens,
+        "output_tokens": entry.output_tokens,
+        "occurred_at": entry.occurred_at,
+        "rung": entry.rung,
+    }
+
+
+@router.post("/spend", response={200: SpendOut, 201: SpendOut, 422: dict}, auth=gateway_auth)
+def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
+    """Record one request's cost, once per `request_id` (200 when seen before). A null
+    `cost_usd` is computed from the tokens and the price catalog."""
+    entry, created = services.record_spend(
+        services.SpendInput(
+            request_id=payload.request_id,
+            connection_id=payload.connection_id,
+            provider=payload.provider,
+            model=payload.model,
+            cost_usd=_decimal(payload.cost_usd),
+            input_tokens=payload.input_tokens,
+            output_tokens=payload.output_tokens,
+            occurred_at=payload.occurred_at,
+        )
+    )
+    return (201 if created else 200), spend_out(entry)
+
+
+@router.get("/spend/summary", response=SpendSummaryOut, auth=gateway_auth)
+def get_spend_summary(request: HttpRequest) -> dict[str, Any]:
+    """Spend of each paid rung against its budget in the current calendar window (UTC).
+    Plan-included rungs never count against a paid rung's budget."""
+    summary = services.spend_summary()
+    return {
+        "budget_window": summary.budget_window,
+        "window_start": summary.window_start,
+        "window_end": summary.window_end,
+        "rungs": {
+            name: {
+                "spent_usd": float(rung.spent_usd),
+                "budget_usd": _money(rung.budget_usd),
+                "exhausted": rung.is_exhausted,
+            }
+            for name, rung in summary.rungs.items()
+        },
+    }

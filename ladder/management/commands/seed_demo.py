@@ -1,0 +1,155 @@
+"""`python manage.py seed_demo`: a small live world for `make run`. Simulated plan
+connections drain and reset every few minutes, so rungs move, hysteresis flips and
+plans come back while you watch. Running it again updates the same rows."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from billing import services as billing_services
+from billing.models import BillingCatalogEntry
+from ladder import services
+from ladder.models import Candidate, LadderSettings
+
+DEMO_ACTOR = "seed_demo"
+
+
+def _plan(burn_per_minute: float, window_seconds: int, phase_seconds: int) -> str:
+    return json.dumps(
+        {
+            "plan_size": 1000,
+            "burn_per_minute": burn_per_minute,
+            "window_seconds": window_seconds,
+            "phase_seconds": phase_seconds,
+        }
+    )
+
+
+CONNECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "claude-max-1",
+        {
+            "provider": "claude",
+            "auth_type": "oauth",
+            "label": "Claude Max (team)",
+            "quota_source": "simulated",
+            "credential": _plan(150, 600, 0),
+        },
+    ),
+    (
+        "claude-max-2",
+        {
+            "provider": "claude",
+            "auth_type": "oauth",
+            "label": "Claude Max (backup)",
+            "quota_source": "simulated",
+            "credential": _plan(150, 600, 300),
+        },
+    ),
+    (
+        "codex-plus",
+        {
+            "provider": "codex",
+            "auth_type": "oauth",
+            "label": "ChatGPT Plus (Codex)",
+            "quota_source": "simulated",
+            "credential": _plan(130, 480, 120),
+        },
+    ),
+    (
+        "cursor-pro",
+        {
+            "provider": "cursor",
+            "auth_type": "oauth",
+            "label": "Cursor Pro",
+            "quota_source": "simulated",
+            "credential": _plan(60, 900, 0),
+        },
+    ),
+    ("ollama-local", {"provider": "ollama", "auth_type": "none", "label": "Local Ollama"}),
+    ("groq-key", {"provider": "groq", "auth_type": "apikey", "label": "Groq free tier"}),
+    ("openai-key", {"provider": "openai", "auth_type": "apikey", "label": "OpenAI API key"}),
+    (
+        "anthropic-key",
+        {
+            "provider": "claude",
+            "auth_type": "apikey",
+            "label": "Anthropic API key (uncurated: counts as metered)",
+        },
+    ),
+)
+
+CATALOG = (
+    ("openai", None, "metered", "meters-to-paid", "API keys bill per token."),
+    ("groq", None, "metered", "hard-stop", "Free tier refuses past its limit; paid keys bill."),
+)
+
+PRICES = (
+    ("openai", "gpt-4o", "2.50", "10.00"),
+    ("openai", "gpt-4o-mini", "0.15", "0.60"),
+    ("groq", "*", "0", "0"),
+    ("claude", "claude-sonnet-4-5", "3.00", "15.00"),
+    ("ollama", "*", "0", "0"),
+)
+
+CANDIDATES = (
+    (
+        "claude",
+        "claude-sonnet-4-5",
+        ("coding", "reasoning"),
+        0,
+        None,
+        ("claude-max-1", "claude-max-2", "anthropic-key"),
+    ),
+    ("codex", "gpt-5-codex", ("coding",), 1, "codex-plus", None),
+    ("cursor", "cursor-fast", ("coding",), 2, "cursor-pro", None),
+    ("ollama", "llama3.1", ("chat",), 3, "ollama-local", None),
+    ("groq", "llama-3.3-70b", ("chat", "coding"), 4, "groq-key", None),
+    ("openai", "gpt-4o-mini", ("chat", "coding"), 5, "openai-key", None),
+    ("openai", "gpt-4o", ("reasoning", "coding"), 6, "openai-key", None),
+)
+
+
+class Command(BaseCommand):
+    help = "Create (or refresh) the demo world: simulated plans, keys, candidates, prices."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with transaction.atomic():
+            for provider, auth_type, billing, overage, reason in CATALOG:
+                if not BillingCatalogEntry.objects.filter(
+                    provider=provider, auth_type=auth_type
+                ).exists():
+                    billing_services.create_catalog_entry(
+                        billing_services.CatalogInput(
+                            provider, auth_type, billing, overage, reason
+                        ),
+                        actor=DEMO_ACTOR,
+                    )
+            for provider, model, input_price, output_price in PRICES:
+                billing_services.upsert_price(
+                    billing_services.PriceInput(
+                        provider, model, Decimal(input_price), Decimal(output_price), None
+                    ),
+                    actor=DEMO_ACTOR,
+                )
+            for connection_id, fields in CONNECTIONS:
+                services.upsert_connection(connection_id, services.ConnectionInput(**fields))
+            Candidate.objects.all().delete()
+            for provider, model, categories, priority, pinned, allowed in CANDIDATES:
+                services.save_candidate(
+                    services.CandidateInput(provider, model, categories, priority, pinned, allowed)
+                )
+            row = LadderSettings.objects.get_or_create(pk=1)[0]
+            row.cheap_budget_usd = Decimal("5")
+            row.premium_budget_usd = Decimal("20")
+            row.updated_by = DEMO_ACTOR
+            row.save()
+        self.stdout.write(
+            f"Demo world ready: {len(CONNECTIONS)} connections, {len(CANDIDATES)} candidates. "
+            "Simulated plans drain and reset every 8 to 15 minutes."
+        )

@@ -1,0 +1,79 @@
+"""Prometheus metrics. Counters and the latency histogram live in this process; gauges
+(reading age, spend against budget) are computed from the database at scrape time, so
+every web process reports the same values for them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+# `*_created` series only add noise to a scrape.
+disable_created_metrics()
+REGISTRY = CollectorRegistry(auto_describe=False)
+
+DECISIONS = Counter(
+    "omniroute_decisions",
+    "Pool decisions by auto id and outcome (served: at least one candidate; empty: none).",
+    ["auto_id", "outcome"],
+    registry=REGISTRY,
+)
+DECISION_SECONDS = Histogram(
+    "omniroute_decision_seconds",
+    "Time to build one pool decision, from request parse to response body.",
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+    registry=REGISTRY,
+)
+EVENTS = Counter(
+    "omniroute_gateway_events",
+    "Gateway events by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+
+
+class DatabaseCollector(Collector):
+    """Reading age per connection and spend against budget per paid rung."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self._now = now
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from ladder import services
+        from ladder.models import Connection
+
+        now = self._now or timezone.now()
+        age = GaugeMetricFamily(
+            "omniroute_reading_age_seconds",
+            "Age of each connection's current quota reading (absent: never read).",
+            labels=["connection_id"],
+        )
+        for connection_id, checked_at in Connection.objects.filter(
+            current_reading__isnull=False
+        ).values_list("connection_id", "current_reading__checked_at"):
+            age.add_metric([connection_id], (now - checked_at).total_seconds())
+        yield age
+        summary = services.spend_summary(now=now)
+        spent = GaugeMetricFamily(
+            "omniroute_rung_spend_usd",
+            "Spend recorded for each paid rung in the current budget window.",
+            labels=["rung"],
+        )
+        budget = GaugeMetricFamily(
+            "omniroute_rung_budget_usd",
+            "Budget of each paid rung (absent: no budget, never gated).",
+            labels=["rung"],
+        )
+        for name, rung in summary.rungs.items():
+            spent.add_metric([name], float(rung.spent_usd))
+            if rung.budget_usd is not None:
+                budget.add_metric([name], float(rung.budget_usd))
+        yield spent
+        yield budget
+
+
+REGISTRY.register(DatabaseCollector())

@@ -1,0 +1,40 @@
+"""Quota adapters: poll a provider's usage endpoint and reduce it to one reading.
+
+Pure parsers beside thin IO fetchers, one small module per provider, and a registry
+keyed by name. No Django here: the shell stores readings and wires URLs and schedules.
+"""
+
+from .base import (
+    Adapter,
+    ErrorKind,
+    ParsedQuota,
+    QuotaError,
+    QuotaStatus,
+    WindowReading,
+    binding_window,
+    env_var_for,
+    make_client,
+    request_json,
+    unknown,
+)
+from .headers import HeaderInfo, parse_rate_limit_headers
+from .registry import REGISTRY, UnknownAdapter, get_adapter
+
+__all__ = [
+    "REGISTRY",
+    "Adapter",
+    "ErrorKind",
+    "HeaderInfo",
+    "ParsedQuota",
+    "QuotaError",
+    "QuotaStatus",
+    "UnknownAdapter",
+    "WindowReading",
+    "binding_window",
+    "env_var_for",
+    "get_adapter",
+    "make_client",
+    "parse_rate_limit_headers",
+    "request_json",
+    "unknown",
+]

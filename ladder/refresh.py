@@ -1,0 +1,183 @@
+"""The quota refresh shell: poll one connection's usage endpoint through its adapter and
+store what it says as a reading. IO lives here; parsing is pure in `ladder/quota/`.
+
+Exactly one refresh of a connection runs at a time: a short lease on the connection row
+is taken with a conditional UPDATE (works on PostgreSQL and SQLite, holds no transaction
+open across the HTTP call). A failed poll stores an UNKNOWN reading with its cause, so
+an older SAFE reading never stands as current after a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from ladder import services
+from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
+from ladder.models import Connection
+from ladder.quota.base import ErrorKind, ParsedQuota, QuotaError, make_client
+from ladder.quota.registry import UnknownAdapter, get_adapter
+
+logger = logging.getLogger(__name__)
+
+NO_SOURCE = "none"
+# Longer than any poll can take (the task's hard time limit is 30 s).
+LEASE = timedelta(seconds=45)
+# A usage endpoint that said 429 without Retry-After is left alone this long.
+DEFAULT_POLL_BACKOFF = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshOutcome:
+    connection_id: str
+    polled: bool
+    why: str
+
+
+def adapter_url(name: str) -> str:
+    """The adapter's endpoint: `QUOTA_URL_<NAME>` when set, else the adapter's default.
+    URLs come only from code or these settings, never from request data."""
+    override: str = settings.QUOTA_URL_OVERRIDES.get(name, "")
+    return override or get_adapter(name).default_url
+
+
+def _take_lease(connection_id: str, now: datetime) -> bool:
+    taken = Connection.objects.filter(
+        Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now),
+        connection_id=connection_id,
+    ).update(refresh_lease_until=now + LEASE)
+    return taken == 1
+
+
+def _release_lease(connection_id: str) -> None:
+    Connection.objects.filter(connection_id=connection_id).update(refresh_lease_until=None)
+
+
+def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> services.ReadingInput:
+    return services.ReadingInput(
+        status=parsed.status.value if parsed.status is not None else None,
+        remaining_percent=parsed.remaining_percent,
+        reset_at=parsed.reset_at,
+        checked_at=now,
+        windows=tuple(
+            services.WindowInput(w.name, w.remaining_percent, w.reset_at) for w in parsed.windows
+        ),
+        source=source,
+        detail=parsed.detail,
+    )
+
+
+def _unknown(detail: str, source: str, now: datetime) -> services.ReadingInput:
+    return services.ReadingInput(
+        status="UNKNOWN", checked_at=now, source=source, detail=detail[:500]
+    )
+
+
+def refresh_quota(
+    connection_id: str, *, requested_at: datetime | None = None, now: datetime | None = None
+) -> RefreshOutcome:
+    """Poll one connection's quota source and store the reading (idempotent: a reading
+    newer than `requested_at` already answers the request)."""
+    now = now or timezone.now()
+    connection = (
+        Connection.objects.select_related("current_reading")
+        .filter(connection_id=connection_id)
+        .first()
+    )
+    if connection is None:
+        return RefreshOutcome(connection_id, False, "the connection no longer exists")
+    source = connection.quota_source
+    if source == NO_SOURCE:
+        return RefreshOutcome(connection_id, False, "the connection has no quota source")
+    current = connection.current_reading
+    if requested_at is not None and current is not None and current.checked_at >= requested_at:
+        return RefreshOutcome(connection_id, False, "a newer reading already exists")
+    if connection.poll_not_before is not None and connection.poll_not_before > now:
+        return RefreshOutcome(connection_id, False, "the usage endpoint asked us to back off")
+    if not _take_lease(connection_id, now):
+        return RefreshOutcome(connection_id, False, "another refresh is running")
+    try:
+        reading, quota_error, poll_not_before = _poll(connection, source, now)
+        services.store_reading(connection_id, reading, now=now)
+        Connection.objects.filter(connection_id=connection_id).update(
+            quota_error=quota_error, poll_not_before=poll_not_before
+        )
+    except services.NotFound:
+        return RefreshOutcome(connection_id, False, "the connection was deleted meanwhile")
+    finally:
+        _release_lease(connection_id)
+    return RefreshOutcome(connection_id, True, reading.detail or "polled")
+
+
+def _poll(
+    connection: Connection, source: str, now: datetime
+) -> tuple[services.ReadingInput, str, datetime | None]:
+    """Fetch and parse; every failure becomes an UNKNOWN reading with its cause."""
+    try:
+        adapter = get_adapter(source)
+    except UnknownAdapter as error:
+        return _unknown(str(error), source, now), "", None
+    try:
+        credential = (
+            decrypt_credential(connection.credential_ciphertext)
+            if connection.credential_ciphertext
+            else ""
+        )
+    except (CredentialKeyMissing, CredentialDecryptError) as error:
+        message = f"The stored credential cannot be read: {error}"
+        return _unknown(message, source, now), message[:300], None
+    try:
+        with _client() as client:
+            payload = adapter.fetch(url=adapter_url(source), credential=credential, client=client)
+        parsed = adapter.parse(payload, now)
+    except QuotaError as error:
+        detail = f"{error.kind}: {error.message}"
+        if error.kind == ErrorKind.CREDENTIAL_REJECTED:
+            return (
+                _unknown(detail, source, now),
+                "The usage endpoint rejected the credential.",
+                None,
+            )
+        if error.kind == ErrorKind.CREDENTIAL_INVALID:
+            return _unknown(detail, source, now), detail[:300], None
+        if error.kind == ErrorKind.RATE_LIMITED:
+            wait = (
+                timedelta(seconds=error.retry_after_seconds)
+                if error.retry_after_seconds
+                else DEFAULT_POLL_BACKOFF
+            )
+            return _unknown(detail, source, now), "", now + wait
+        return _unknown(detail, source, now), "", None
+    return _reading_from(parsed, source, now), "", None
+
+
+def _client() -> httpx.Client:
+    return make_client(timeout_seconds=settings.QUOTA_HTTP_TIMEOUT_SECONDS)
+
+
+def due_connection_ids(
+    now: datetime, *, interval: timedelta, max_state_age: timedelta
+) -> list[str]:
+    """Connections whose reading is due: never read, older than the refresh interval,
+    about to go stale, or whose reset instant has passed (one query)."""
+    # Refresh a little before max_state_age so subscription never sees a stale reading
+    # while the worker is healthy.
+    due_age = min(interval, max(max_state_age - timedelta(seconds=30), timedelta(seconds=5)))
+    cutoff = now - due_age
+    return list(
+        Connection.objects.exclude(quota_source=NO_SOURCE)
+        .filter(is_active=True)
+        .filter(Q(poll_not_before__isnull=True) | Q(poll_not_before__lte=now))
+        .filter(
+            Q(current_reading__isnull=True)
+            | Q(current_reading__checked_at__lte=cutoff)
+            | Q(current_reading__reset_at__lte=now)
+        )
+        .values_list("connection_id", flat=True)
+    )

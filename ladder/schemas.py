@@ -1,0 +1,436 @@
+"""Ninja schemas of the ladder API (spec/api.md). Writes forbid unknown fields; booleans
+and integers are strict (a boolean is never "yes" or 0); times carry an offset."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+)
+
+from billing.schemas import ModelStr, ProviderStr, WriteSchema
+
+CONNECTION_ID_REGEX = r"^[A-Za-z0-9._:@-]{1,128}$"
+ConnectionIdStr = Annotated[str, StringConstraints(pattern=CONNECTION_ID_REGEX)]
+ShortText = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00]*$")]
+NameStr = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[^\x00]*$"),
+]
+CategoryStr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+RungLiteral = Literal["subscription", "keyless", "free", "cheap", "premium"]
+ReasonLiteral = Literal[
+    "uncurated",
+    "metered",
+    "keyless_not_subscription",
+    "overage_not_hard_stop",
+    "quota_exhausted",
+    "below_reentry",
+    "quota_unknown",
+    "quota_stale",
+    "reset_passed",
+    "cooling_down",
+    "inactive",
+    "rung_disabled",
+    "budget_exhausted",
+]
+QUOTA_SOURCES = ("none", "claude", "codex", "copilot", "gemini-cli", "antigravity", "simulated")
+
+
+# --- connections -----------------------------------------------------------------------
+
+
+class ConnectionIn(WriteSchema):
+    provider: ProviderStr
+    auth_type: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)
+    ] = Field(description='"none" is the keyless no-auth path.')
+    label: ShortText = ""
+    active: StrictBool = True
+    quota_source: str = Field(
+        default="none", description=f"Which quota adapter polls it: {', '.join(QUOTA_SOURCES)}."
+    )
+    credential: Annotated[str, StringConstraints(max_length=8192, pattern=r"^[^\x00]*$")] | None = (
+        Field(
+            default=None,
+            description='Write-only: never returned, never logged. Omit to keep; "" clears.',
+        )
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "provider": "claude",
+                    "auth_type": "oauth",
+                    "label": "Team Max plan",
+                    "active": True,
+                    "quota_source": "claude",
+                    "credential": "sk-ant-oat01-...",
+                }
+            ]
+        },
+    )
+
+    @field_validator("quota_source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in QUOTA_SOURCES:
+            raise ValueError(f"unknown quota source; known: {', '.join(QUOTA_SOURCES)}")
+        return value
+
+
+class ConnectionOut(Schema):
+    connection_id: str
+    provider: str
+    auth_type: str
+    label: str
+    active: bool
+    quota_source: str
+    has_credential: bool
+
+
+class WindowSchema(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: NameStr
+    remaining_percent: Percent | None = None
+    reset_at: AwareDatetime | None = None
+
+
+class ReadingIn(WriteSchema):
+    status: Literal["SAFE", "EXHAUSTED", "UNKNOWN"] | None = None
+    remaining_percent: Percent | None = None
+    reset_at: AwareDatetime | None = None
+    checked_at: AwareDatetime | None = None
+    windows: Annotated[list[WindowSchema], Field(max_length=32)] | None = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "remaining_percent": 41.5,
+                    "reset_at": "2026-11-29T17:00:00Z",
+                    "checked_at": "2026-11-29T12:00:00Z",
+                }
+            ]
+        },
+    )
+
+
+class ReadingOut(Schema):
+    status: Literal["SAFE", "EXHAUSTED", "UNKNOWN"]
+    remaining_percent: float | None
+    reset_at: datetime | None
+    checked_at: datetime
+    windows: list[dict[str, Any]]
+    source: str
+    detail: str
+
+
+class BillingOut(Schema):
+    billing: str
+    overage: str
+    reason: str
+    catalog_entry_id: int | None
+
+
+class HysteresisOut(Schema):
+    state: Literal["in_play", "dropped_out"]
+    since: datetime | None
+    reason: str
+
+
+class StatusOut(Schema):
+    connection_id: str
+    provider: str
+    auth_type: str
+    active: bool
+    billing: BillingOut
+    rung: Literal["subscription", "keyless"] | None
+    reading: ReadingOut | None
+    reading_current: bool
+    hysteresis: HysteresisOut
+    cooldown_until: datetime | None
+    consecutive_failures: int
+    quota_error: str
+
+
+class QueuedOut(Schema):
+    queued: bool
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+class EventIn(WriteSchema):
+    kind: Literal["rate_limited", "quota_exhausted", "success", "error"]
+    retry_after_seconds: (
+        Annotated[float, Field(ge=0, le=31_536_000, allow_inf_nan=False)] | None
+    ) = None
+    reset_at: AwareDatetime | None = None
+    headers: (
+        Annotated[
+            dict[
+                Annotated[str, StringConstraints(max_length=200)],
+                Annotated[str, StringConstraints(max_length=2000)],
+            ],
+            Field(max_length=100),
+        ]
+        | None
+    ) = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "kind": "rate_limited",
+                    "retry_after_seconds": None,
+                    "reset_at": "2026-11-29T12:05:00Z",
+                    "headers": {"anthropic-ratelimit-unified-status": "rejected"},
+                }
+            ]
+        },
+    )
+
+
+class EventResultOut(Schema):
+    connection_id: str
+    cooldown_until: datetime | None
+    cooldown_seconds: float
+    clamped_to_reset: bool
+    consecutive_failures: int
+
+
+# --- candidates and pools --------------------------------------------------------------------
+
+
+class CandidateIn(WriteSchema):
+    provider: ProviderStr
+    model: ModelStr
+    categories: Annotated[list[CategoryStr], Field(max_length=32)] = []
+    priority: StrictInt = Field(default=0, ge=-1_000_000, le=1_000_000)
+    connection_id: ConnectionIdStr | None = None
+    allowed_connection_ids: Annotated[list[ConnectionIdStr], Field(max_length=64)] | None = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "provider": "claude",
+                    "model": "claude-sonnet-4-5",
+                    "categories": ["coding"],
+                    "priority": 0,
+                    "connection_id": None,
+                    "allowed_connection_ids": ["claude-max-1", "claude-max-2"],
+                }
+            ]
+        },
+    )
+
+
+class CandidateOut(Schema):
+    id: int
+    provider: str
+    model: str
+    categories: list[str]
+    priority: int
+    connection_id: str | None
+    allowed_connection_ids: list[str] | None
+
+
+class PoolCandidateIn(WriteSchema):
+    id: StrictInt | None = Field(default=None, ge=-(2**53), le=2**53)
+    provider: ProviderStr
+    model: ModelStr
+    categories: Annotated[list[CategoryStr], Field(max_length=32)] = []
+    priority: StrictInt | None = Field(default=None, description="Ignored: order is the ranking.")
+    connection_id: ConnectionIdStr | None = None
+    allowed_connection_ids: Annotated[list[ConnectionIdStr], Field(max_length=64)] | None = None
+
+
+class PoolRequestIn(WriteSchema):
+    candidates: Annotated[list[PoolCandidateIn], Field(max_length=5000)]
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "candidates": [
+                        {
+                            "id": 1,
+                            "provider": "claude",
+                            "model": "claude-sonnet-4-5",
+                            "allowed_connection_ids": ["claude-max-1", "claude-api"],
+                        },
+                        {
+                            "provider": "openai",
+                            "model": "gpt-4o-mini",
+                            "connection_id": "openai-key",
+                        },
+                    ]
+                }
+            ]
+        },
+    )
+
+
+class DecidedOut(Schema):
+    id: int | None
+    provider: str
+    model: str
+    rung: RungLiteral
+    connection_id: str | None
+    allowed_connection_ids: list[str] | None
+
+
+class ExcludedOut(Schema):
+    provider: str
+    model: str
+    connection_id: str
+    rung: RungLiteral | None
+    reason: ReasonLiteral
+    detail: str
+
+
+class DecisionOut(Schema):
+    auto_id: str
+    grouping: Literal["subscription", "thrifty"]
+    category: str | None
+    fail_mode: Literal["closed", "open"]
+    computed_at: datetime
+    candidates: list[DecidedOut]
+    excluded: list[ExcludedOut]
+    next_change_at: datetime | None
+
+
+# --- models list ----------------------------------------------------------------------------
+
+
+class ModelOut(Schema):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelListOut(Schema):
+    object: Literal["list"]
+    data: list[ModelOut]
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+Money = Annotated[float, Field(ge=0, lt=100_000_000, allow_inf_nan=False)]
+
+
+class BudgetsSchema(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    cheap: Money | None
+    premium: Money | None
+
+
+class SettingsSchema(WriteSchema):
+    """Exactly the tuning fields; every one is required on PUT. No `enabled` field, ever."""
+
+    exit_cutoff_percent: Percent
+    reentry_min_remaining_percent: Percent
+    rung_budget_usd: BudgetsSchema
+    budget_window: Literal["day", "week", "month"]
+    max_state_age_seconds: StrictInt = Field(ge=1, le=31_536_000)
+    base_cooldown_seconds: float = Field(gt=0, le=86_400, allow_inf_nan=False)
+    max_cooldown_seconds: float = Field(gt=0, le=86_400, allow_inf_nan=False)
+    cheap_max_input_usd_per_mtok: Money
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "exit_cutoff_percent": 2,
+                    "reentry_min_remaining_percent": 5,
+                    "rung_budget_usd": {"cheap": 20, "premium": None},
+                    "budget_window": "month",
+                    "max_state_age_seconds": 180,
+                    "base_cooldown_seconds": 5,
+                    "max_cooldown_seconds": 120,
+                    "cheap_max_input_usd_per_mtok": 1.0,
+                }
+            ]
+        },
+    )
+
+
+# --- spend --------------------------------------------------------------------------------------
+
+
+class SpendIn(WriteSchema):
+    request_id: Annotated[
+        str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    ]
+    connection_id: ConnectionIdStr
+    provider: ProviderStr
+    model: ModelStr
+    cost_usd: Money | None = None
+    input_tokens: StrictInt | None = Field(default=None, ge=0, le=10**12)
+    output_tokens: StrictInt | None = Field(default=None, ge=0, le=10**12)
+    occurred_at: AwareDatetime | None = None
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "request_id": "req_01HZX",
+                    "connection_id": "openai-key",
+                    "provider": "openai",
+                    "model": "gpt-4o-mini",
+                    "cost_usd": None,
+                    "input_tokens": 1200,
+                    "output_tokens": 300,
+                }
+            ]
+        },
+    )
+
+
+class SpendOut(Schema):
+    request_id: str
+    connection_id: str
+    provider: str
+    model: str
+    cost_usd: float
+    input_tokens: int | None
+    output_tokens: int | None
+    occurred_at: datetime
+    rung: RungLiteral
+
+
+class RungBudgetOut(Schema):
+    spent_usd: float
+    budget_usd: float | None
+    exhausted: bool
+
+
+class SpendSummaryOut(Schema):
+    budget_window: str
+    window_start: datetime
+    window_end: datetime
+    rungs: dict[str, RungBudgetOut]

@@ -1,0 +1,70 @@
+"""Thin Celery tasks: load, call a service, log. Each is idempotent (running one twice
+is harmless), acks late and has time limits because it does IO."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ladder import refresh, services
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
+def refresh_connection_task(*, connection_id: str, requested_at: str | None = None) -> None:
+    """Poll one connection's quota source and store the reading."""
+    requested = datetime.fromisoformat(requested_at) if requested_at else None
+    outcome = refresh.refresh_quota(connection_id, requested_at=requested)
+    logger.info("refresh %s: %s", connection_id, "polled" if outcome.polled else outcome.why)
+
+
+@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
+def enqueue_due_refreshes_task() -> None:
+    """Enqueue a refresh for every connection whose reading is due."""
+    config = services.load_config()
+    now = timezone.now()
+    due = refresh.due_connection_ids(
+        now,
+        interval=timedelta(seconds=settings.QUOTA_REFRESH_INTERVAL_SECONDS),
+        max_state_age=timedelta(seconds=config.max_state_age_seconds),
+    )
+    for connection_id in due:
+        refresh_connection_task.apply_async(
+            kwargs={"connection_id": connection_id, "requested_at": now.isoformat()},
+            expires=settings.QUOTA_REFRESH_INTERVAL_SECONDS,
+        )
+    if due:
+        logger.info("enqueued %d due refreshes", len(due))
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90, ignore_result=True)
+def prune_readings_task() -> None:
+    """Delete readings older than the retention period (never a current one)."""
+    cutoff = timezone.now() - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    deleted = services.prune_readings(older_than=cutoff)
+    logger.info("pruned %d readings older than %s", deleted, cutoff.isoformat())
+
+
+def enqueue_refresh(connection_id: str) -> None:
+    """Enqueue an immediate refresh once the current transaction commits."""
+    requested_at = timezone.now().isoformat()
+    transaction.on_commit(
+        lambda: refresh_connection_task.apply_async(
+            kwargs={"connection_id": connection_id, "requested_at": requested_at}
+        )
+    )
+
+
+def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:
+    """Schedule a refresh just after an upstream reset instant, so routing returns to the
+    plan within seconds of the reset rather than at the next periodic poll."""
+    eta = reset_at + timedelta(seconds=settings.QUOTA_RESET_GRACE_SECONDS)
+    refresh_connection_task.apply_async(
+        kwargs={"connection_id": connection_id, "requested_at": reset_at.isoformat()}, eta=eta
+    )

@@ -1,0 +1,61 @@
+"""JSON error bodies for the API: domain validation errors become ninja-shaped 422s,
+a sick database a 503, and nothing is ever an HTML 500."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import ValidationError
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+
+logger = logging.getLogger(__name__)
+
+
+def validation_error_response(error: ValidationError) -> tuple[int, dict[str, object]]:
+    """A domain ValidationError as ninja's 422 body: a list of {loc, msg, type}."""
+    details: list[dict[str, object]] = []
+    if hasattr(error, "error_dict"):
+        for field, messages in error.message_dict.items():
+            details.extend(
+                {"loc": ["body", "payload", field], "msg": message, "type": "value_error"}
+                for message in messages
+            )
+    else:
+        details.extend(
+            {"loc": ["body", "payload"], "msg": message, "type": "value_error"}
+            for message in error.messages
+        )
+    return 422, {"detail": details}
+
+
+def install_handlers(api: NinjaAPI) -> None:
+    """Database trouble answers 503 JSON; any other surprise a JSON 500 (logged)."""
+
+    def database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+        logger.warning(
+            "database unavailable during %s %s: %s",
+            request.method,
+            request.path,
+            type(exc).__name__,
+        )
+        response = api.create_response(
+            request, {"detail": "The database is unavailable; retry shortly."}, status=503
+        )
+        response["Retry-After"] = "1"
+        return response
+
+    def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+        logger.error(
+            "unexpected %s during %s %s",
+            type(exc).__name__,
+            request.method,
+            request.path,
+            exc_info=exc,
+        )
+        return api.create_response(request, {"detail": "Internal error."}, status=500)
+
+    api.add_exception_handler(OperationalError, database_unavailable)
+    api.add_exception_handler(InterfaceError, database_unavailable)
+    api.add_exception_handler(Exception, unexpected)

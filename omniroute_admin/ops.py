@@ -1,0 +1,82 @@
+"""Operations endpoints (no auth): liveness, readiness and Prometheus metrics, plus the
+OpenAI-style `/v1/models` alias that gateways expect at that well-known path."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ladder.api import models_list
+from ladder.metrics import REGISTRY
+from ladder.models import ApiToken
+from ladder.tokens import authenticate
+from omniroute_admin.celery import app as celery_app
+
+logger = logging.getLogger(__name__)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is alive (touches nothing else)."""
+    return JsonResponse({"status": "ok"})
+
+
+def _database_problem() -> str | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as error:  # any failure means "not ready", never a 500
+        return type(error).__name__
+    return None
+
+
+def _broker_problem() -> str | None:
+    try:
+        with celery_app.connection_for_write() as broker:
+            broker.ensure_connection(max_retries=1, interval_start=0, timeout=1)
+    except Exception as error:
+        return type(error).__name__
+    return None
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """200 when the database and the broker answer; 503 naming what is down."""
+    problems = {
+        name: problem
+        for name, problem in (("database", _database_problem()), ("broker", _broker_problem()))
+        if problem is not None
+    }
+    if problems:
+        return JsonResponse({"status": "unavailable", "down": problems}, status=503)
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition."""
+    try:
+        body = generate_latest(REGISTRY)
+    except Exception as error:  # a sick database must not turn a scrape into a 500 page
+        logger.warning("metrics collection failed: %s", type(error).__name__)
+        return HttpResponse(
+            f"# metrics unavailable: {type(error).__name__}\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+@require_GET
+def v1_models(request: HttpRequest) -> JsonResponse:
+    """Alias of /api/v1/models with the same bearer-token auth."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, secret = header.partition(" ")
+    token = authenticate(secret.strip()) if scheme.lower() == "bearer" else None
+    if token is None or not token.allows(ApiToken.Scope.GATEWAY):
+        return JsonResponse({"detail": "Unauthorized"}, status=401)
+    return JsonResponse(models_list())

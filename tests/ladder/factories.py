@@ -1,0 +1,53 @@
+"""Factories for ladder rows: plain functions with sensible defaults."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ladder import services
+from ladder.models import ApiToken, Candidate, Connection
+from ladder.tokens import create_token
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def make_connection(connection_id: str = "claude-max-1", **fields: Any) -> Connection:
+    """A registered connection (default: a curated Claude plan login)."""
+    defaults: dict[str, Any] = {"provider": "claude", "auth_type": "oauth"}
+    defaults.update(fields)
+    connection, _ = services.upsert_connection(connection_id, services.ConnectionInput(**defaults))
+    return connection
+
+
+def make_reading(
+    connection_id: str = "claude-max-1", *, now: datetime = NOW, **fields: Any
+) -> services.StoredReading:
+    """Store a reading through the service (status derived unless given)."""
+    fields.setdefault("checked_at", now)
+    return services.store_reading(connection_id, services.ReadingInput(**fields), now=now)
+
+
+def make_candidate(
+    provider: str = "claude",
+    model: str = "claude-sonnet-4-5",
+    *,
+    connection_id: str | None = "claude-max-1",
+    allowed_connection_ids: tuple[str, ...] | None = None,
+    categories: tuple[str, ...] = (),
+    priority: int = 0,
+) -> Candidate:
+    """A registered candidate, pinned by default."""
+    if allowed_connection_ids is not None:
+        connection_id = None
+    return services.save_candidate(
+        services.CandidateInput(
+            provider, model, categories, priority, connection_id, allowed_connection_ids
+        )
+    )
+
+
+def make_token(name: str = "gateway-1", scope: str = ApiToken.Scope.GATEWAY) -> str:
+    """A live API token; returns the secret to send as `Authorization: Bearer ...`."""
+    _, secret = create_token(name, scope)
+    return secret

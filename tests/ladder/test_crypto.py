@@ -1,0 +1,71 @@
+"""Credentials are encrypted at rest with a key id, and never stored without a key."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.fernet import Fernet
+from django.test import override_settings
+
+from ladder import services
+from ladder.crypto import (
+    CredentialDecryptError,
+    CredentialKeyMissing,
+    decrypt_credential,
+    encrypt_credential,
+    reencrypt_credential,
+)
+from ladder.models import Connection
+
+KEY_A = "a:" + Fernet.generate_key().decode()
+KEY_B = "b:" + Fernet.generate_key().decode()
+
+
+def test_round_trip_carries_the_key_id() -> None:
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        stored = encrypt_credential("sk-secret")
+
+        assert stored.startswith("a:")
+        assert "sk-secret" not in stored
+        assert decrypt_credential(stored) == "sk-secret"
+
+
+def test_without_a_key_nothing_can_be_encrypted() -> None:
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=""), pytest.raises(CredentialKeyMissing):
+        encrypt_credential("sk-secret")
+
+
+def test_a_tampered_value_is_an_error_never_the_ciphertext() -> None:
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        stored = encrypt_credential("sk-secret")
+        tampered = stored[:-4] + ("AAAA" if not stored.endswith("AAAA") else "BBBB")
+
+        with pytest.raises(CredentialDecryptError):
+            decrypt_credential(tampered)
+
+
+def test_rotation_decrypts_with_the_old_key_and_encrypts_with_the_new() -> None:
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        old = encrypt_credential("sk-secret")
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=f"{KEY_B},{KEY_A}"):
+        new = reencrypt_credential(old)
+
+        assert new.startswith("b:")
+        assert decrypt_credential(new) == "sk-secret"
+
+
+@pytest.mark.django_db
+def test_connection_credential_is_stored_encrypted_and_refused_without_a_key() -> None:
+    services.upsert_connection(
+        "c1", services.ConnectionInput("claude", "oauth", credential="sk-live-canary")
+    )
+    stored = Connection.objects.get(connection_id="c1").credential_ciphertext
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=""), pytest.raises(CredentialKeyMissing):
+        services.upsert_connection(
+            "c1", services.ConnectionInput("claude", "oauth", credential="sk-other")
+        )
+
+    assert "sk-live-canary" not in stored
+    assert decrypt_credential(stored) == "sk-live-canary"
+    assert Connection.objects.get(connection_id="c1").credential_ciphertext == stored

@@ -1,0 +1,384 @@
+"""The ladder shell on a real database: readings, events, spend, decisions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection as db_connection
+from django.test.utils import CaptureQueriesContext
+
+from billing import services as billing_services
+from ladder import services
+from ladder.models import Connection, HysteresisTransition, LadderSettings, QuotaReading
+from ladder.rules import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
+from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
+
+pytestmark = pytest.mark.django_db
+
+
+def _connection(connection_id: str = "claude-max-1") -> Connection:
+    return Connection.objects.select_related("current_reading").get(connection_id=connection_id)
+
+
+def test_reading_status_is_derived_from_remaining() -> None:
+    make_connection()
+
+    safe = make_reading(remaining_percent=40.0).reading
+    exhausted = make_reading(remaining_percent=0.0, now=NOW + timedelta(seconds=1)).reading
+    unknown = make_reading(now=NOW + timedelta(seconds=2)).reading
+
+    assert (safe.status, exhausted.status, unknown.status) == ("SAFE", "EXHAUSTED", "UNKNOWN")
+
+
+def test_given_status_is_stored_as_given() -> None:
+    make_connection()
+
+    stored = make_reading(status="EXHAUSTED", remaining_percent=50.0).reading
+
+    assert (stored.status, stored.remaining_percent) == ("EXHAUSTED", 50.0)
+
+
+def test_windows_reduce_to_the_binding_window_ties_take_the_later_reset() -> None:
+    make_connection()
+    early, late = NOW + timedelta(hours=1), NOW + timedelta(days=3)
+    windows = (
+        services.WindowInput("five_hour", 30.0, early),
+        services.WindowInput("seven_day", 12.0, early),
+        services.WindowInput("seven_day_opus", 12.0, late),
+        services.WindowInput("unknown", None, None),
+    )
+
+    stored = make_reading(windows=windows).reading
+
+    assert (stored.remaining_percent, stored.reset_at, stored.status) == (12.0, late, "SAFE")
+    assert [w["name"] for w in stored.windows] == [
+        "five_hour",
+        "seven_day",
+        "seven_day_opus",
+        "unknown",
+    ]
+
+
+def test_checked_at_more_than_a_minute_ahead_is_refused_and_nothing_is_stored() -> None:
+    make_connection()
+
+    with pytest.raises(ValidationError):
+        make_reading(remaining_percent=50.0, checked_at=NOW + timedelta(seconds=61))
+
+    assert QuotaReading.objects.count() == 0
+
+
+def test_reading_for_an_unknown_connection_is_not_found() -> None:
+    with pytest.raises(services.NotFound):
+        make_reading("nobody", remaining_percent=50.0)
+
+
+def test_newest_reading_becomes_current_and_a_late_older_one_is_history() -> None:
+    make_connection()
+    newest = make_reading(remaining_percent=50.0).reading
+
+    late = make_reading(remaining_percent=1.0, checked_at=NOW - timedelta(minutes=5))
+
+    connection = _connection()
+    assert connection.current_reading_id == newest.pk
+    assert late.is_current is False
+    assert connection.hysteresis_state == "in_play"
+    assert QuotaReading.objects.count() == 2
+
+
+def test_hysteresis_drops_out_at_the_cutoff_and_records_the_transition() -> None:
+    make_connection()
+
+    stored = make_reading(remaining_percent=1.5)
+
+    connection = _connection()
+    assert (connection.hysteresis_state, connection.hysteresis_since) == ("dropped_out", NOW)
+    assert stored.transition is not None
+    assert list(HysteresisTransition.objects.values_list("state", "at")) == [("dropped_out", NOW)]
+
+
+def test_hysteresis_needs_more_than_the_reentry_floor_to_come_back() -> None:
+    make_connection()
+    make_reading(remaining_percent=1.0)
+
+    make_reading(remaining_percent=3.0, now=NOW + timedelta(minutes=1))
+    still_out = _connection().hysteresis_state
+    make_reading(remaining_percent=6.0, now=NOW + timedelta(minutes=2))
+
+    assert still_out == "dropped_out"
+    assert _connection().hysteresis_state == "in_play"
+    assert list(HysteresisTransition.objects.order_by("at").values_list("state", flat=True)) == [
+        "dropped_out",
+        "in_play",
+    ]
+
+
+def test_unknown_remaining_does_not_change_the_hysteresis_state() -> None:
+    make_connection()
+    make_reading(remaining_percent=1.0)
+
+    make_reading(now=NOW + timedelta(minutes=1))
+
+    assert _connection().hysteresis_state == "dropped_out"
+
+
+def test_rate_limited_event_backs_off_exponentially_and_replaces_the_cooldown() -> None:
+    make_connection()
+
+    first = services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
+    second = services.apply_event("claude-max-1", kind="error", now=NOW)
+    third = services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
+
+    assert [first.cooldown_seconds, second.cooldown_seconds, third.cooldown_seconds] == [
+        5.0,
+        10.0,
+        20.0,
+    ]
+    assert third.consecutive_failures == 3
+    assert _connection().cooldown_until == NOW + timedelta(seconds=20)
+
+
+def test_retry_after_is_used_as_given_without_the_cap() -> None:
+    make_connection()
+
+    result = services.apply_event(
+        "claude-max-1", kind="rate_limited", retry_after_seconds=600.0, now=NOW
+    )
+
+    assert (result.cooldown_seconds, result.cooldown_until) == (600.0, NOW + timedelta(minutes=10))
+
+
+def test_cooldown_is_clamped_to_the_upstream_reset() -> None:
+    make_connection()
+
+    result = services.apply_event(
+        "claude-max-1",
+        kind="rate_limited",
+        retry_after_seconds=3600.0,
+        reset_at=NOW + timedelta(seconds=90),
+        now=NOW,
+    )
+
+    assert (result.cooldown_seconds, result.clamped_to_reset) == (90.0, True)
+    assert result.cooldown_until == NOW + timedelta(seconds=90)
+
+
+def test_quota_exhausted_event_stores_an_exhausted_reading() -> None:
+    make_connection()
+    reset_at = NOW + timedelta(hours=2)
+
+    services.apply_event("claude-max-1", kind="quota_exhausted", reset_at=reset_at, now=NOW)
+
+    reading = _connection().current_reading
+    assert reading is not None
+    assert (reading.status, reading.remaining_percent, reading.reset_at, reading.source) == (
+        "EXHAUSTED",
+        0.0,
+        reset_at,
+        "event",
+    )
+    assert _connection().hysteresis_state == "dropped_out"
+
+
+def test_success_clears_failures_and_cooldown() -> None:
+    make_connection()
+    services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
+
+    result = services.apply_event("claude-max-1", kind="success", now=NOW)
+
+    connection = _connection()
+    assert (result.cooldown_until, result.consecutive_failures) == (None, 0)
+    assert (connection.cooldown_until, connection.consecutive_failures) == (None, 0)
+
+
+def test_event_for_an_unknown_connection_changes_nothing() -> None:
+    with pytest.raises(services.NotFound):
+        services.apply_event("ghost", kind="rate_limited", now=NOW)
+
+
+def _price(provider: str, model: str, input_price: str, output_price: str) -> None:
+    billing_services.upsert_price(
+        billing_services.PriceInput(
+            provider, model, Decimal(input_price), Decimal(output_price), None
+        ),
+        actor="test",
+    )
+
+
+def test_spend_cost_is_computed_from_tokens_when_absent() -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _price("openai", "gpt-4o", "2.5", "10")
+
+    entry, created = services.record_spend(
+        services.SpendInput("r1", "openai-key", "openai", "gpt-4o", None, 2000, 500),
+        now=NOW,
+    )
+
+    assert created is True
+    assert (entry.cost_usd, entry.rung, entry.is_cost_computed) == (
+        Decimal("0.01000000"),
+        "premium",
+        True,
+    )
+
+
+def test_spend_is_counted_once_per_request_id() -> None:
+    data = services.SpendInput("r1", "k", "openai", "gpt-4o", Decimal("1.25"))
+    services.record_spend(data, now=NOW)
+
+    again, created = services.record_spend(
+        services.SpendInput("r1", "k", "openai", "gpt-4o", Decimal("9")), now=NOW
+    )
+
+    assert (created, again.cost_usd) == (False, Decimal("1.25000000"))
+    assert services.spend_summary(now=NOW).rungs["premium"].spent_usd == Decimal("1.25")
+
+
+def test_plan_included_spend_never_counts_against_a_paid_budget() -> None:
+    make_connection()  # claude oauth: subscription
+    services.record_spend(
+        services.SpendInput("r1", "claude-max-1", "claude", "claude-sonnet-4-5", Decimal("3")),
+        now=NOW,
+    )
+
+    summary = services.spend_summary(now=NOW)
+
+    assert {name: rung.spent_usd for name, rung in summary.rungs.items()} == {
+        "cheap": Decimal(0),
+        "premium": Decimal(0),
+    }
+
+
+def test_spend_summary_uses_the_calendar_window_and_budget() -> None:
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("2"), budget_window="month")
+    _price("openai", "gpt-4o-mini", "0.15", "0.6")
+    services.record_spend(
+        services.SpendInput(
+            "old",
+            "k",
+            "openai",
+            "gpt-4o-mini",
+            Decimal("5"),
+            occurred_at=datetime(2026, 10, 31, 23, 59, tzinfo=UTC),
+        ),
+        now=NOW,
+    )
+    services.record_spend(
+        services.SpendInput("new", "k", "openai", "gpt-4o-mini", Decimal("2")), now=NOW
+    )
+
+    summary = services.spend_summary(now=NOW)
+
+    assert (summary.window_start, summary.window_end) == (
+        datetime(2026, 11, 1, tzinfo=UTC),
+        datetime(2026, 12, 1, tzinfo=UTC),
+    )
+    cheap = summary.rungs["cheap"]
+    assert (cheap.spent_usd, cheap.budget_usd, cheap.is_exhausted) == (
+        Decimal("2"),
+        Decimal("2"),
+        True,
+    )
+
+
+def _world(size: int) -> None:
+    make_connection("plan-a")
+    make_connection("plan-b")
+    make_connection("key", provider="openai", auth_type="apikey")
+    make_reading("plan-a", remaining_percent=50.0, now=NOW)
+    for index in range(size):
+        make_candidate(
+            "claude", f"model-{index}", allowed_connection_ids=("plan-a", "plan-b", "key")
+        )
+
+
+@pytest.mark.parametrize("auto_id", [SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID], ids=str)
+def test_decision_query_count_does_not_grow_with_the_pool(auto_id: object) -> None:
+    _world(10)
+    with CaptureQueriesContext(db_connection) as small:
+        services.decide_registered(auto_id, now=NOW)  # type: ignore[arg-type]
+    _world(490)
+    with CaptureQueriesContext(db_connection) as large:
+        decision = services.decide_registered(auto_id, now=NOW)  # type: ignore[arg-type]
+
+    assert len(small.captured_queries) == len(large.captured_queries) == 6
+    assert len(decision.candidates) + len(decision.excluded) >= 500
+
+
+def test_registered_decision_keeps_only_the_safe_plan_connection() -> None:
+    make_connection("plan-a")
+    make_connection("plan-b")
+    make_reading("plan-a", remaining_percent=50.0)
+    make_candidate(allowed_connection_ids=("plan-b", "plan-a"))
+
+    decision = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=5))
+
+    assert [(c.rung, c.allowed_connection_ids) for c in decision.candidates] == [
+        (Rung.SUBSCRIPTION, ("plan-a",))
+    ]
+    assert [(e.connection_id, e.reason.value) for e in decision.excluded] == [
+        ("plan-b", "quota_unknown")
+    ]
+
+
+def test_unregistered_connection_ids_are_uncurated() -> None:
+    make_candidate(connection_id="never-registered")
+
+    decision = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW)
+
+    assert [(e.connection_id, e.reason.value) for e in decision.excluded] == [
+        ("never-registered", "uncurated")
+    ]
+
+
+def test_unknown_category_names_the_known_ones() -> None:
+    make_connection()
+    make_candidate(categories=("coding", "chat"))
+
+    with pytest.raises(services.UnknownCategory, match="known: chat, coding"):
+        services.decide_registered(services.rules.parse_auto_id("auto/poetry:thrifty"), now=NOW)
+
+
+def test_settings_update_is_audited_and_refuses_bad_values_without_change() -> None:
+    values = {
+        "exit_cutoff_percent": 3.0,
+        "reentry_min_remaining_percent": 8.0,
+        "cheap_budget_usd": Decimal("10"),
+        "premium_budget_usd": None,
+        "budget_window": "week",
+        "max_state_age_seconds": 120,
+        "base_cooldown_seconds": 2.0,
+        "max_cooldown_seconds": 60.0,
+        "cheap_max_input_usd_per_mtok": Decimal("0.5"),
+    }
+    services.update_settings(values, actor="ana")
+
+    with pytest.raises(ValidationError):
+        services.update_settings({**values, "exit_cutoff_percent": 101.0}, actor="bo")
+
+    config = services.load_config()
+    assert (config.exit_cutoff_percent, config.budget_window, config.cheap_budget_usd) == (
+        3.0,
+        "week",
+        Decimal("10"),
+    )
+    from billing.models import AuditEntry
+
+    assert list(AuditEntry.objects.values_list("target_type", "actor")) == [("settings", "ana")]
+
+
+def test_prune_keeps_current_readings() -> None:
+    make_connection()
+    old = make_reading(remaining_percent=50.0, now=NOW - timedelta(days=30)).reading
+    make_connection("other")
+    only = make_reading("other", remaining_percent=50.0, now=NOW - timedelta(days=30)).reading
+    make_reading(remaining_percent=40.0, now=NOW)
+
+    deleted = services.prune_readings(older_than=NOW - timedelta(days=14))
+
+    assert deleted == 1
+    assert not QuotaReading.objects.filter(pk=old.pk).exists()
+    assert QuotaReading.objects.filter(pk=only.pk).exists()
