@@ -47,6 +47,12 @@ ModelStr = Annotated[
 ]
 
 
+# The largest USD amount a DecimalField(max_digits=14, decimal_places=6) holds. A bound
+# of "< 100,000,000" is not enough: 99999999.9999999 passes it and then rounds to
+# 100000000.000000 when stored with 6 decimals, which overflows the column (500).
+MAX_USD_6DP = 99_999_999.999999
+
+
 class WriteSchema(Schema):
     """Base of every write body: unknown fields are refused, not ignored."""
 
@@ -95,8 +101,8 @@ class EntryOut(Schema):
 class PriceIn(WriteSchema):
     provider: ProviderStr
     model: ModelStr = Field(description='"*" prices every model of the provider without a row.')
-    input_usd_per_mtok: float = Field(ge=0, lt=100_000_000, allow_inf_nan=False)
-    output_usd_per_mtok: float = Field(ge=0, lt=100_000_000, allow_inf_nan=False)
+    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
     tier_override: TierLiteral | None = None
 
     model_config = ConfigDict(

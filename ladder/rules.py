@@ -76,12 +76,16 @@ class Grouping(StrEnum):
 
 
 class QuotaStatus(StrEnum):
+    """What a quota reading says: headroom, none left, or not known."""
+
     SAFE = "SAFE"
     EXHAUSTED = "EXHAUSTED"
     UNKNOWN = "UNKNOWN"
 
 
 class HysteresisState(StrEnum):
+    """Whether a connection is in play or dropped out of its quota band."""
+
     IN_PLAY = "in_play"
     DROPPED_OUT = "dropped_out"
 
@@ -133,6 +137,8 @@ UNVERIFIED_QUOTA_REASONS: Final = frozenset(
 
 
 class BudgetWindow(StrEnum):
+    """The calendar window (UTC) over which a paid rung's budget is counted."""
+
     DAY = "day"
     WEEK = "week"
     MONTH = "month"
@@ -146,6 +152,8 @@ class Staleness(StrEnum):
 
 
 class EventKind(StrEnum):
+    """The gateway events that write or clear a cooldown."""
+
     RATE_LIMITED = "rate_limited"
     QUOTA_EXHAUSTED = "quota_exhausted"
     SUCCESS = "success"
@@ -793,12 +801,36 @@ def subscription_billing_cause(view: ConnectionView) -> Cause | None:
     )
 
 
-@dataclass(slots=True)
-class _ConnectionVerdict:
-    # Computed once per connection per decision: many candidates share connections.
-    rung: Rung | None  # fixed by billing (0, 1), else None: the model's tier decides
-    gate: Cause | None  # inactive, billing, cooling down
-    quota: Cause | None  # already relaxed for a grouping that admits unknown quota
+# Per connection and decision: the rung fixed by its billing (None: the model's tier
+# decides) and the cause that keeps it out on each rung (None: usable there). Computed
+# once per connection per decision, because many candidates share connections.
+_Verdict = tuple[Rung | None, tuple[Cause | None, ...]]
+
+
+def _connection_verdict(
+    view: ConnectionView,
+    grouping: Grouping,
+    budget_causes: tuple[Cause | None, Cause | None],
+    config: LadderConfig,
+    now: datetime,
+    max_age: timedelta,
+) -> _Verdict:
+    fixed_rung = connection_rung(view.billing)
+    gate = connection_cause(view, grouping, now)
+    if gate is not None:
+        return fixed_rung, (gate,) * len(Rung)
+    quota = _quota_cause(view.reading, view.hysteresis, config, now, max_age)
+    if (
+        quota is not None
+        and grouping == Grouping.THRIFTY
+        and quota.reason in UNVERIFIED_QUOTA_REASONS
+    ):
+        # Thrifty fails open where subscription fails closed: trying a plan connection
+        # with no usable reading costs nothing; refusing it would send the request to a
+        # paid rung on missing telemetry.
+        quota = None
+    # Rungs 0-2 run out on quota; paid rungs 3-4 never consult readings, only budgets.
+    return fixed_rung, (quota, quota, quota, *budget_causes)
 
 
 def _uncurated_view(connection_id: str, provider: str) -> ConnectionView:
@@ -827,14 +859,12 @@ def decide(
     """The verified pool of an auto id now, ordered by rung, with every exclusion and why."""
     grouping = auto_id.grouping
     category = auto_id.category
-    # Thrifty fails open on unverifiable quota; subscription fails closed.
-    admits_unknown = grouping == Grouping.THRIFTY
     max_age = timedelta(seconds=config.max_state_age_seconds)
-    budget_causes = {
-        Rung.CHEAP: budget_cause(Rung.CHEAP, spend.get(Rung.CHEAP), config, now),
-        Rung.PREMIUM: budget_cause(Rung.PREMIUM, spend.get(Rung.PREMIUM), config, now),
-    }
-    verdicts: dict[str, _ConnectionVerdict] = {}
+    budget_causes = (
+        budget_cause(Rung.CHEAP, spend.get(Rung.CHEAP), config, now),
+        budget_cause(Rung.PREMIUM, spend.get(Rung.PREMIUM), config, now),
+    )
+    verdicts: dict[str, _Verdict] = {}
     buckets: tuple[list[DecidedCandidate], ...] = tuple([] for _ in Rung)
     excluded: list[Exclusion] = []
     next_change_at: datetime | None = None
@@ -849,36 +879,30 @@ def decide(
             # A pinned candidate keeps its connection or is dropped.
             connection_ids: Sequence[str] = (pinned,)
         else:
-            # Duplicates collapse: one verdict, one exclusion row per (candidate, connection).
-            connection_ids = tuple(dict.fromkeys(candidate.allowed_connection_ids or ()))
+            connection_ids = candidate.allowed_connection_ids or ()
+            if len(connection_ids) > 1 and len(set(connection_ids)) < len(connection_ids):
+                # One verdict and one exclusion row per (candidate, connection).
+                connection_ids = tuple(dict.fromkeys(connection_ids))
         tier_rung: Rung | None = None
         passing: dict[Rung, list[str]] = {}
         for connection_id in connection_ids:
             verdict = verdicts.get(connection_id)
             if verdict is None:
                 view = connections.get(connection_id) or _uncurated_view(connection_id, provider)
-                quota = _quota_cause(view.reading, view.hysteresis, config, now, max_age)
-                if (
-                    quota is not None
-                    and admits_unknown
-                    and quota.reason in UNVERIFIED_QUOTA_REASONS
-                ):
-                    quota = None
-                verdict = verdicts[connection_id] = _ConnectionVerdict(
-                    connection_rung(view.billing), connection_cause(view, grouping, now), quota
-                )
-            rung = verdict.rung
+                verdict = _connection_verdict(view, grouping, budget_causes, config, now, max_age)
+                verdicts[connection_id] = verdict
+            rung, causes = verdict
             if rung is None:
                 if tier_rung is None:
                     # An unpriced model is premium: it must never land on free.
                     tier_rung = _RUNG_BY_TIER[tiers.get((provider, model), Tier.PREMIUM)]
                 rung = tier_rung
-            cause = verdict.gate
+            cause = causes[rung]
             if cause is None:
-                # Rungs 0-2 run out on quota; paid rungs 3-4 never consult readings.
-                cause = verdict.quota if rung <= Rung.FREE else budget_causes[rung]
-            if cause is None:
-                passing.setdefault(rung, []).append(connection_id)
+                if rung in passing:
+                    passing[rung].append(connection_id)
+                else:
+                    passing[rung] = [connection_id]
                 continue
             excluded.append(
                 Exclusion(provider, model, connection_id, rung, cause.reason, cause.detail)

@@ -451,6 +451,11 @@ def store_reading(
             assert core_reading is not None
             after = rules.hysteresis_after(previous, core_reading, config)
             update_fields = ["current_reading", "updated_at"]
+            if previous == rules.NEVER_READ and after.state is HysteresisState.IN_PLAY:
+                # The first reading starts the in-play period (no flip, so no transition row).
+                connection.hysteresis_since = data.checked_at
+                connection.hysteresis_reason = "in play since its first reading"
+                update_fields += ["hysteresis_since", "hysteresis_reason"]
             if after.state is not previous.state:
                 connection.hysteresis_state = after.state.value
                 connection.hysteresis_since = after.since
@@ -813,3 +818,72 @@ def prune_readings(*, older_than: datetime) -> int:
         QuotaReading.objects.filter(checked_at__lt=older_than).exclude(pk__in=current_ids).delete()
     )
     return deleted
+
+
+# --- dashboard queries --------------------------------------------------------------------
+# Read helpers for the dashboard. Each runs a fixed number of queries, whatever the number
+# of connections, so a page's query count does not grow with the world it shows.
+
+
+def published_auto_ids(candidates: Sequence[CandidateIn]) -> list[AutoId]:
+    """The flat auto ids, then both composites of each category a candidate lists."""
+    categories = sorted({category for candidate in candidates for category in candidate.categories})
+    auto_ids = list(rules.ADVERTISED_AUTO_IDS)
+    for category in categories:
+        try:
+            auto_ids += [AutoId(grouping, category) for grouping in rules.Grouping]
+        except rules.InvalidAutoId:  # a category no auto id can name is not published
+            continue
+    return auto_ids
+
+
+def decide_published(*, now: datetime | None = None) -> list[Decision]:
+    """The decision of every published auto id over the registered candidates, at one
+    `now` (1 + 5 queries per auto id: the same path as `decide_registered`)."""
+    now = now or timezone.now()
+    candidates = registered_candidates()
+    return [decide_for(auto_id, candidates, now=now) for auto_id in published_auto_ids(candidates)]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingHealth:
+    """How fresh the polled readings are, and the next known reset (one query)."""
+
+    polled_connections: int
+    polled_with_reading: int
+    newest_polled_reading_at: datetime | None
+    next_reset_at: datetime | None
+
+
+def reading_health(*, now: datetime) -> ReadingHealth:
+    """Newest current reading of any polled connection (a worker or broker outage shows as
+    this going stale) and the earliest future reset of any current reading (one query)."""
+    from django.db.models import Count, Max, Min, Q
+
+    polled = ~Q(quota_source__in=("", "none"))
+    totals = Connection.objects.aggregate(
+        polled=Count("pk", filter=polled),
+        polled_read=Count("current_reading", filter=polled),
+        newest=Max("current_reading__checked_at", filter=polled),
+        next_reset=Min("current_reading__reset_at", filter=Q(current_reading__reset_at__gt=now)),
+    )
+    return ReadingHealth(
+        polled_connections=totals["polled"],
+        polled_with_reading=totals["polled_read"],
+        newest_polled_reading_at=totals["newest"],
+        next_reset_at=totals["next_reset"],
+    )
+
+
+def reading_history(connection: Connection, *, since: datetime) -> list[QuotaReading]:
+    """The connection's readings checked since `since`, oldest first (one query)."""
+    return list(
+        QuotaReading.objects.filter(connection=connection, checked_at__gte=since).order_by(
+            "checked_at", "id"
+        )
+    )
+
+
+def transition_history(connection: Connection, *, since: datetime) -> list[HysteresisTransition]:
+    """The connection's hysteresis transitions since `since`, newest first (one query)."""
+    return list(HysteresisTransition.objects.filter(connection=connection, at__gte=since))

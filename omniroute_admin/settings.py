@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
+VAR_DIR.mkdir(exist_ok=True)  # the embedded defaults (SQLite, broker, beat) live here
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 
@@ -119,6 +120,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         }
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file (not memory) test database, so a real Celery worker process in the
+    # integration tests can open the same database as the test.
+    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", str(VAR_DIR / "test.sqlite3"))
     # Web, worker and beat share one file in `make run`: wait for locks instead of failing.
     # IMMEDIATE transactions take the write lock up front, so a read-then-write never hits
     # "database is locked"; WAL lets readers go on while one process writes.
@@ -153,8 +157,10 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Celery: the app is `omniroute_admin` (`celery -A omniroute_admin worker -B`).
-BROKER_DIR = VAR_DIR / "broker"
+BROKER_DIR = Path(_typed("CELERY_FILESYSTEM_BROKER_DIR", env.str, str(VAR_DIR / "broker")))
 CELERY_BROKER_URL: str = _typed("CELERY_BROKER_URL", env.str, "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
     {
         "data_folder_in": str(BROKER_DIR),
