@@ -4,6 +4,7 @@ a sick database a 503, and nothing is ever an HTML 500."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError
@@ -33,7 +34,7 @@ def validation_error_response(error: ValidationError) -> tuple[int, dict[str, ob
 def install_handlers(api: NinjaAPI) -> None:
     """Database trouble answers 503 JSON; any other surprise a JSON 500 (logged)."""
 
-    def database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    def database_unavailable(request: HttpRequest, exc: Any) -> HttpResponse:
         logger.warning(
             "database unavailable during %s %s: %s",
             request.method,
@@ -46,7 +47,7 @@ def install_handlers(api: NinjaAPI) -> None:
         response["Retry-After"] = "1"
         return response
 
-    def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    def unexpected(request: HttpRequest, exc: Any) -> HttpResponse:
         logger.error(
             "unexpected %s during %s %s",
             type(exc).__name__,

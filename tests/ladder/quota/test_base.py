@@ -202,7 +202,7 @@ def test_registry_default_urls() -> None:
 
 def test_registry_is_read_only() -> None:
     with pytest.raises(TypeError):
-        REGISTRY["claude"] = REGISTRY["codex"]  # type: ignore[index]
+        REGISTRY["claude"] = REGISTRY["codex"]
 
 
 def test_get_adapter_returns_the_registered_adapter() -> None:
