@@ -14,7 +14,12 @@ from billing.schemas import Detail, EntryIn, EntryOut, PriceIn, PriceOut
 from billing.tiers import PriceBook
 from ladder.services import load_config
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
-from omniroute_admin.errors import validation_error_response
+from omniroute_admin.errors import (
+    BODY_ERRORS,
+    GATEWAY_ERRORS,
+    OPERATOR_ERRORS,
+    validation_error_response,
+)
 
 router = Router(tags=["catalog and prices"])
 
@@ -25,7 +30,12 @@ def _catalog_input(payload: EntryIn) -> services.CatalogInput:
     )
 
 
-@router.get("/catalog", response=list[EntryOut], auth=gateway_auth, summary="List the catalog")
+@router.get(
+    "/catalog",
+    response={200: list[EntryOut], **GATEWAY_ERRORS},
+    auth=gateway_auth,
+    summary="List the catalog",
+)
 def list_catalog(request: HttpRequest) -> list[BillingCatalogEntry]:
     """Every curated billing entry. Providers without an entry are uncurated (metered)."""
     return list(BillingCatalogEntry.objects.all())
@@ -33,7 +43,7 @@ def list_catalog(request: HttpRequest) -> list[BillingCatalogEntry]:
 
 @router.post(
     "/catalog",
-    response={201: EntryOut, 409: Detail, 422: dict},
+    response={201: EntryOut, 409: Detail, **BODY_ERRORS, **OPERATOR_ERRORS},
     auth=operator_auth,
     summary="Create a catalog entry",
 )
@@ -51,7 +61,7 @@ def create_catalog_entry(request: HttpRequest, payload: EntryIn) -> object:
 
 @router.get(
     "/catalog/{int:entry_id}",
-    response={200: EntryOut, 404: Detail},
+    response={200: EntryOut, 404: Detail, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Get a catalog entry",
 )
@@ -65,7 +75,7 @@ def get_catalog_entry(request: HttpRequest, entry_id: int) -> object:
 
 @router.put(
     "/catalog/{int:entry_id}",
-    response={200: EntryOut, 404: Detail, 409: Detail, 422: dict},
+    response={200: EntryOut, 404: Detail, 409: Detail, **BODY_ERRORS, **OPERATOR_ERRORS},
     auth=operator_auth,
     summary="Replace a catalog entry",
 )
@@ -89,7 +99,7 @@ def update_catalog_entry(request: HttpRequest, entry_id: int, payload: EntryIn) 
 
 @router.delete(
     "/catalog/{int:entry_id}",
-    response={204: None, 404: Detail},
+    response={204: None, 404: Detail, **OPERATOR_ERRORS},
     auth=operator_auth,
     summary="Delete a catalog entry",
 )
@@ -115,7 +125,12 @@ def price_out(price: ModelPrice, book: PriceBook, cheap_max: Decimal) -> dict[st
     }
 
 
-@router.get("/prices", response=list[PriceOut], auth=gateway_auth, summary="List prices")
+@router.get(
+    "/prices",
+    response={200: list[PriceOut], **GATEWAY_ERRORS},
+    auth=gateway_auth,
+    summary="List prices",
+)
 def list_prices(request: HttpRequest) -> list[dict[str, object]]:
     """Every model price (USD per million tokens) with its economic tier."""
     prices = list(ModelPrice.objects.all())
@@ -126,7 +141,7 @@ def list_prices(request: HttpRequest) -> list[dict[str, object]]:
 
 @router.post(
     "/prices",
-    response={200: PriceOut, 201: PriceOut, 422: dict},
+    response={200: PriceOut, 201: PriceOut, **BODY_ERRORS, **OPERATOR_ERRORS},
     auth=operator_auth,
     summary="Create or update a price",
 )
@@ -150,7 +165,7 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
 
 @router.delete(
     "/prices/{int:price_id}",
-    response={204: None, 404: Detail},
+    response={204: None, 404: Detail, **OPERATOR_ERRORS},
     auth=operator_auth,
     summary="Delete a price",
 )

@@ -101,8 +101,9 @@ class EntryOut(Schema):
 class PriceIn(WriteSchema):
     provider: ProviderStr
     model: ModelStr = Field(description='"*" prices every model of the provider without a row.')
-    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
-    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
+    # Strict: a JSON boolean or string is never taken for a price.
+    input_usd_per_mtok: float = Field(strict=True, ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(strict=True, ge=0, le=MAX_USD_6DP, allow_inf_nan=False)
     tier_override: TierLiteral | None = None
 
     model_config = ConfigDict(

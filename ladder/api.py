@@ -48,7 +48,13 @@ from ladder.schemas import (
 )
 from ladder.schemas import CandidateIn as CandidateSchema
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
-from omniroute_admin.errors import validation_error_response
+from omniroute_admin.errors import (
+    BODY_ERRORS,
+    GATEWAY_ERRORS,
+    OPERATOR_ERRORS,
+    PATH_ERRORS,
+    validation_error_response,
+)
 
 router = Router(tags=["ladder"])
 
@@ -90,7 +96,9 @@ def reading_out(reading: QuotaReading) -> dict[str, Any]:
     }
 
 
-@router.get("/connections", response=list[ConnectionOut], auth=gateway_auth)
+@router.get(
+    "/connections", response={200: list[ConnectionOut], **GATEWAY_ERRORS}, auth=gateway_auth
+)
 def list_connections(request: HttpRequest) -> list[dict[str, Any]]:
     """Every registered connection (credentials are never returned)."""
     return [connection_out(c) for c in Connection.objects.all()]
@@ -98,7 +106,7 @@ def list_connections(request: HttpRequest) -> list[dict[str, Any]]:
 
 @router.put(
     "/connections/{connection_id}",
-    response={200: ConnectionOut, 422: dict},
+    response={200: ConnectionOut, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def put_connection(
@@ -125,7 +133,7 @@ def put_connection(
 
 @router.get(
     "/connections/{connection_id}",
-    response={200: ConnectionOut, 404: dict},
+    response={200: ConnectionOut, 404: dict, **PATH_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
@@ -136,7 +144,11 @@ def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any
         return 404, _detail(str(error))
 
 
-@router.delete("/connections/{connection_id}", response={204: None, 404: dict}, auth=gateway_auth)
+@router.delete(
+    "/connections/{connection_id}",
+    response={204: None, 404: dict, **PATH_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+)
 def delete_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """Delete a connection with its readings."""
     if not services.delete_connection(connection_id):
@@ -184,7 +196,7 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
 
 @router.get(
     "/connections/{connection_id}/status",
-    response={200: StatusOut, 404: dict},
+    response={200: StatusOut, 404: dict, **PATH_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
@@ -198,7 +210,7 @@ def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
 
 @router.post(
     "/connections/{connection_id}/refresh",
-    response={202: QueuedOut, 404: dict, 409: dict, 503: dict},
+    response={202: QueuedOut, 404: dict, 409: dict, **PATH_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def refresh_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
@@ -219,7 +231,7 @@ def refresh_connection(request: HttpRequest, connection_id: ConnectionIdPath) ->
 
 @router.post(
     "/connections/{connection_id}/readings",
-    response={201: ReadingOut, 404: dict, 422: dict},
+    response={201: ReadingOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload: ReadingIn) -> Any:
@@ -247,7 +259,7 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
 
 @router.post(
     "/connections/{connection_id}/events",
-    response={200: EventResultOut, 404: dict, 422: dict},
+    response={200: EventResultOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: EventIn) -> Any:
@@ -297,13 +309,15 @@ def _candidate_input(payload: CandidateSchema) -> services.CandidateInput:
     )
 
 
-@router.get("/candidates", response=list[CandidateOut], auth=gateway_auth)
+@router.get("/candidates", response={200: list[CandidateOut], **GATEWAY_ERRORS}, auth=gateway_auth)
 def list_candidates(request: HttpRequest) -> list[dict[str, Any]]:
     """Registered candidates, by priority (lower first), ties by id."""
     return [candidate_out(c) for c in Candidate.objects.order_by("priority", "id")]
 
 
-@router.post("/candidates", response={201: CandidateOut, 422: dict}, auth=gateway_auth)
+@router.post(
+    "/candidates", response={201: CandidateOut, **BODY_ERRORS, **GATEWAY_ERRORS}, auth=gateway_auth
+)
 def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
     """Register a candidate: exactly one of `connection_id` and a non-empty
     `allowed_connection_ids`."""
@@ -315,7 +329,7 @@ def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
 
 @router.put(
     "/candidates/{int:candidate_id}",
-    response={200: CandidateOut, 404: dict, 422: dict},
+    response={200: CandidateOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
 )
 def update_candidate(request: HttpRequest, candidate_id: int, payload: CandidateSchema) -> Any:
@@ -328,7 +342,11 @@ def update_candidate(request: HttpRequest, candidate_id: int, payload: Candidate
         return validation_error_response(error)
 
 
-@router.delete("/candidates/{int:candidate_id}", response={204: None, 404: dict}, auth=gateway_auth)
+@router.delete(
+    "/candidates/{int:candidate_id}",
+    response={204: None, 404: dict, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+)
 def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
     """Remove a candidate."""
     deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
@@ -394,7 +412,7 @@ def _observe(parsed: AutoId, decision: Decision, started: float) -> None:
 
 @router.get(
     "/pools/{path:auto_id}",
-    response={200: DecisionOut, 404: dict},
+    response={200: DecisionOut, 404: dict, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the registered candidates",
 )
@@ -417,7 +435,7 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
 
 @router.post(
     "/pools/{path:auto_id}",
-    response={200: DecisionOut, 404: dict, 422: dict},
+    response={200: DecisionOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the gateway's own ranked candidates",
 )
@@ -474,7 +492,7 @@ def models_list() -> dict[str, Any]:
     }
 
 
-@router.get("/models", response=ModelListOut, auth=gateway_auth)
+@router.get("/models", response={200: ModelListOut, **GATEWAY_ERRORS}, auth=gateway_auth)
 def list_models(request: HttpRequest) -> dict[str, Any]:
     """`auto/subscription` and `auto/thrifty`, OpenAI-style. Category composites are
     accepted by the pools endpoint but not listed. Also served at /v1/models."""
@@ -506,7 +524,7 @@ def settings_out() -> dict[str, Any]:
     }
 
 
-@router.get("/settings/ladder", response=SettingsSchema, auth=gateway_auth)
+@router.get("/settings/ladder", response={200: SettingsSchema, **GATEWAY_ERRORS}, auth=gateway_auth)
 def get_settings(request: HttpRequest) -> dict[str, Any]:
     """The ladder's tuning. There is no `enabled` field, deliberately."""
     return settings_out()
@@ -516,19 +534,29 @@ def _decimal(value: float | None) -> Decimal | None:
     return Decimal(str(value)) if value is not None else None
 
 
-@router.put("/settings/ladder", response={200: SettingsSchema, 422: dict}, auth=operator_auth)
+def _usd_6dp(value: float | None) -> Decimal | None:
+    # The settings columns hold 6 decimals: round, rather than refuse 0.1234567 with a
+    # 422 that names a model field the API does not have.
+    return Decimal(str(value)).quantize(Decimal("0.000001")) if value is not None else None
+
+
+@router.put(
+    "/settings/ladder",
+    response={200: SettingsSchema, **BODY_ERRORS, **OPERATOR_ERRORS},
+    auth=operator_auth,
+)
 def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
     """Replace every tuning field (a missing field, or an `enabled` field, is a 422)."""
     values = {
         "exit_cutoff_percent": payload.exit_cutoff_percent,
         "reentry_min_remaining_percent": payload.reentry_min_remaining_percent,
-        "cheap_budget_usd": _decimal(payload.rung_budget_usd.cheap),
-        "premium_budget_usd": _decimal(payload.rung_budget_usd.premium),
+        "cheap_budget_usd": _usd_6dp(payload.rung_budget_usd.cheap),
+        "premium_budget_usd": _usd_6dp(payload.rung_budget_usd.premium),
         "budget_window": payload.budget_window,
         "max_state_age_seconds": payload.max_state_age_seconds,
         "base_cooldown_seconds": payload.base_cooldown_seconds,
         "max_cooldown_seconds": payload.max_cooldown_seconds,
-        "cheap_max_input_usd_per_mtok": _decimal(payload.cheap_max_input_usd_per_mtok),
+        "cheap_max_input_usd_per_mtok": _usd_6dp(payload.cheap_max_input_usd_per_mtok),
     }
     try:
         services.update_settings(values, actor=actor_of(request))
@@ -555,7 +583,11 @@ def spend_out(entry: SpendEntry) -> dict[str, Any]:
     }
 
 
-@router.post("/spend", response={200: SpendOut, 201: SpendOut, 422: dict}, auth=gateway_auth)
+@router.post(
+    "/spend",
+    response={200: SpendOut, 201: SpendOut, **BODY_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+)
 def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     """Record one request's cost, once per `request_id` (200 when seen before). A null
     `cost_usd` is computed from the tokens and the price catalog."""
@@ -574,7 +606,7 @@ def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     return (201 if created else 200), spend_out(entry)
 
 
-@router.get("/spend/summary", response=SpendSummaryOut, auth=gateway_auth)
+@router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)
 def get_spend_summary(request: HttpRequest) -> dict[str, Any]:
     """Spend of each paid rung against its budget in the current calendar window (UTC).
     Plan-included rungs never count against a paid rung's budget."""

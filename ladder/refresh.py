@@ -12,15 +12,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 import httpx
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from ladder import services
 from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
-from ladder.models import Connection
+from ladder.models import Connection, LadderSettings
 from ladder.quota.base import ErrorKind, ParsedQuota, QuotaError, make_client
 from ladder.quota.registry import UnknownAdapter, get_adapter
 
@@ -38,6 +40,7 @@ class RefreshOutcome:
     connection_id: str
     polled: bool
     why: str
+    is_at_capacity: bool = False
 
 
 def adapter_url(name: str) -> str:
@@ -47,12 +50,25 @@ def adapter_url(name: str) -> str:
     return override or get_adapter(name).default_url
 
 
-def _take_lease(connection_id: str, now: datetime) -> bool:
-    taken = Connection.objects.filter(
-        Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now),
-        connection_id=connection_id,
-    ).update(refresh_lease_until=now + LEASE)
-    return taken == 1
+class Lease(StrEnum):
+    TAKEN = "taken"
+    HELD_ELSEWHERE = "another refresh of this connection is running"
+    AT_CAPACITY = "the cap on concurrent upstream calls is reached"
+
+
+def _take_lease(connection_id: str, now: datetime) -> Lease:
+    """Lease one connection for a poll, within the global cap on concurrent polls."""
+    with transaction.atomic():
+        # The settings row doubles as the mutex of the cap: count and take in one step.
+        LadderSettings.objects.select_for_update().filter(pk=1).first()
+        busy = Connection.objects.filter(refresh_lease_until__gt=now).count()
+        if busy >= settings.QUOTA_MAX_CONCURRENT_POLLS:
+            return Lease.AT_CAPACITY
+        taken = Connection.objects.filter(
+            Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now),
+            connection_id=connection_id,
+        ).update(refresh_lease_until=now + LEASE)
+    return Lease.TAKEN if taken == 1 else Lease.HELD_ELSEWHERE
 
 
 def _release_lease(connection_id: str) -> None:
@@ -100,8 +116,11 @@ def refresh_quota(
         return RefreshOutcome(connection_id, False, "a newer reading already exists")
     if connection.poll_not_before is not None and connection.poll_not_before > now:
         return RefreshOutcome(connection_id, False, "the usage endpoint asked us to back off")
-    if not _take_lease(connection_id, now):
-        return RefreshOutcome(connection_id, False, "another refresh is running")
+    lease = _take_lease(connection_id, now)
+    if lease is not Lease.TAKEN:
+        return RefreshOutcome(
+            connection_id, False, lease.value, is_at_capacity=lease is Lease.AT_CAPACITY
+        )
     try:
         reading, quota_error, poll_not_before = _poll(connection, source, now)
         services.store_reading(connection_id, reading, now=now)

@@ -3,11 +3,12 @@ and integers are strict (a boolean is never "yes" or 0); times carry an offset."
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     ConfigDict,
     Field,
@@ -17,7 +18,7 @@ from pydantic import (
     field_validator,
 )
 
-from billing.schemas import ModelStr, ProviderStr, WriteSchema
+from billing.schemas import MAX_USD_6DP, ModelStr, ProviderStr, WriteSchema
 
 CONNECTION_ID_REGEX = r"^[A-Za-z0-9._:@-]{1,128}$"
 ConnectionIdStr = Annotated[str, StringConstraints(pattern=CONNECTION_ID_REGEX)]
@@ -27,7 +28,22 @@ NameStr = Annotated[
     StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[^\x00]*$"),
 ]
 CategoryStr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
-Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+# Numbers are strict too: a JSON boolean or string is never taken for a number (lax
+# parsing would store `"remaining_percent": true` as 1 %). JSON integers are accepted.
+Percent = Annotated[float, Field(strict=True, ge=0, le=100, allow_inf_nan=False)]
+
+
+def _to_utc(value: datetime) -> datetime:
+    # The server stores and returns UTC. Converting here also refuses instants that
+    # exist only with their offset (year 1 at +05:00) and offsets the database refuses
+    # (PostgreSQL allows at most 15:59, Python 23:59): a 422, never a 500.
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the instant is out of range once converted to UTC") from None
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 RungLiteral = Literal["subscription", "keyless", "free", "cheap", "premium"]
 ReasonLiteral = Literal[
     "uncurated",
@@ -53,7 +69,10 @@ QUOTA_SOURCES = ("none", "claude", "codex", "copilot", "gemini-cli", "antigravit
 class ConnectionIn(WriteSchema):
     provider: ProviderStr
     auth_type: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)
+        str,
+        StringConstraints(
+            strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[^\x00]*$"
+        ),
     ] = Field(description='"none" is the keyless no-auth path.')
     label: ShortText = ""
     active: StrictBool = True
@@ -106,14 +125,14 @@ class WindowSchema(Schema):
 
     name: NameStr
     remaining_percent: Percent | None = None
-    reset_at: AwareDatetime | None = None
+    reset_at: UtcDatetime | None = None
 
 
 class ReadingIn(WriteSchema):
     status: Literal["SAFE", "EXHAUSTED", "UNKNOWN"] | None = None
     remaining_percent: Percent | None = None
-    reset_at: AwareDatetime | None = None
-    checked_at: AwareDatetime | None = None
+    reset_at: UtcDatetime | None = None
+    checked_at: UtcDatetime | None = None
     windows: Annotated[list[WindowSchema], Field(max_length=32)] | None = None
 
     model_config = ConfigDict(
@@ -178,9 +197,9 @@ class QueuedOut(Schema):
 class EventIn(WriteSchema):
     kind: Literal["rate_limited", "quota_exhausted", "success", "error"]
     retry_after_seconds: (
-        Annotated[float, Field(ge=0, le=31_536_000, allow_inf_nan=False)] | None
+        Annotated[float, Field(strict=True, ge=0, le=31_536_000, allow_inf_nan=False)] | None
     ) = None
-    reset_at: AwareDatetime | None = None
+    reset_at: UtcDatetime | None = None
     headers: (
         Annotated[
             dict[
@@ -337,14 +356,17 @@ class ModelListOut(Schema):
 # --- settings ---------------------------------------------------------------------------------
 
 
-Money = Annotated[float, Field(ge=0, lt=100_000_000, allow_inf_nan=False)]
+Money = Annotated[float, Field(strict=True, ge=0, lt=100_000_000, allow_inf_nan=False)]
+# Settings store USD with 6 decimals (max_digits 14): the API rounds to that, so the
+# bound is the largest value that still fits once rounded.
+SettingsMoney = Annotated[float, Field(strict=True, ge=0, le=MAX_USD_6DP, allow_inf_nan=False)]
 
 
 class BudgetsSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    cheap: Money | None
-    premium: Money | None
+    cheap: SettingsMoney | None
+    premium: SettingsMoney | None
 
 
 class SettingsSchema(WriteSchema):
@@ -355,9 +377,9 @@ class SettingsSchema(WriteSchema):
     rung_budget_usd: BudgetsSchema
     budget_window: Literal["day", "week", "month"]
     max_state_age_seconds: StrictInt = Field(ge=1, le=31_536_000)
-    base_cooldown_seconds: float = Field(gt=0, le=86_400, allow_inf_nan=False)
-    max_cooldown_seconds: float = Field(gt=0, le=86_400, allow_inf_nan=False)
-    cheap_max_input_usd_per_mtok: Money
+    base_cooldown_seconds: float = Field(strict=True, gt=0, le=86_400, allow_inf_nan=False)
+    max_cooldown_seconds: float = Field(strict=True, gt=0, le=86_400, allow_inf_nan=False)
+    cheap_max_input_usd_per_mtok: SettingsMoney
 
     model_config = ConfigDict(
         extra="forbid",
@@ -391,7 +413,7 @@ class SpendIn(WriteSchema):
     cost_usd: Money | None = None
     input_tokens: StrictInt | None = Field(default=None, ge=0, le=10**12)
     output_tokens: StrictInt | None = Field(default=None, ge=0, le=10**12)
-    occurred_at: AwareDatetime | None = None
+    occurred_at: UtcDatetime | None = None
 
     model_config = ConfigDict(
         extra="forbid",

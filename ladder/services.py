@@ -528,7 +528,9 @@ def apply_event(
             retry_after_seconds = info.retry_after_seconds
         if reset_at is None:
             reset_at = info.reset_at
-        if info.windows:
+        # Headers that carry no percentage and no exhaustion (a bare reset time) say
+        # nothing about quota: storing them would replace a good reading with UNKNOWN.
+        if info.is_exhausted or any(w.remaining_percent is not None for w in info.windows):
             header_reading = ReadingInput(
                 status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
                 windows=tuple(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -16,12 +16,23 @@ from ladder import refresh, services
 logger = logging.getLogger(__name__)
 
 
-@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
-def refresh_connection_task(*, connection_id: str, requested_at: str | None = None) -> None:
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=20,
+    time_limit=30,
+    ignore_result=True,
+    max_retries=60,
+)
+def refresh_connection_task(
+    self: Task, *, connection_id: str, requested_at: str | None = None
+) -> None:
     """Poll one connection's quota source and store the reading."""
     requested = datetime.fromisoformat(requested_at) if requested_at else None
     outcome = refresh.refresh_quota(connection_id, requested_at=requested)
     logger.info("refresh %s: %s", connection_id, "polled" if outcome.polled else outcome.why)
+    if outcome.is_at_capacity:
+        raise self.retry(countdown=1)
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)

@@ -9,9 +9,22 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Schema
 
 logger = logging.getLogger(__name__)
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+# Responses that the OpenAPI document lists beside each operation's own: ninja answers
+# 401 and 403 before the view runs (the scope is checked before the body is validated),
+# a malformed JSON body is a 400, a failed validation a 422, a sick database a 503.
+GATEWAY_ERRORS: dict[int, Any] = {401: ErrorOut, 503: ErrorOut}
+OPERATOR_ERRORS: dict[int, Any] = {**GATEWAY_ERRORS, 403: ErrorOut}
+BODY_ERRORS: dict[int, Any] = {400: ErrorOut, 422: dict}
+PATH_ERRORS: dict[int, Any] = {422: dict}
 
 
 def validation_error_response(error: ValidationError) -> tuple[int, dict[str, object]]:

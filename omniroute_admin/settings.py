@@ -186,6 +186,8 @@ CELERY_TASK_DEFAULT_QUEUE: str = _typed("CELERY_TASK_DEFAULT_QUEUE", env.str, "o
 QUOTA_REFRESH_INTERVAL_SECONDS: int = _typed("QUOTA_REFRESH_INTERVAL_SECONDS", env.int, 180)
 QUOTA_BEAT_SECONDS: float = _typed("QUOTA_BEAT_SECONDS", env.float, 10.0)
 QUOTA_HTTP_TIMEOUT_SECONDS: float = _typed("QUOTA_HTTP_TIMEOUT_SECONDS", env.float, 10.0)
+# At most this many usage-endpoint calls run at once, across every worker.
+QUOTA_MAX_CONCURRENT_POLLS: int = _typed("QUOTA_MAX_CONCURRENT_POLLS", env.int, 4)
 QUOTA_READING_RETENTION_DAYS: int = _typed("QUOTA_READING_RETENTION_DAYS", env.int, 14)
 # A refresh for a reading's reset instant is scheduled this long after it.
 QUOTA_RESET_GRACE_SECONDS: float = _typed("QUOTA_RESET_GRACE_SECONDS", env.float, 1.5)

@@ -13,5 +13,6 @@ urlpatterns = [
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics, name="metrics"),
+    path("", include("billing.urls")),
     path("", include("ladder.urls")),
 ]

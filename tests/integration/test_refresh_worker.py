@@ -11,7 +11,7 @@ import pytest
 
 from ladder import services
 from ladder.models import Connection, QuotaReading
-from tests.integration.conftest import ScriptedUpstream, Worker, wait_until
+from tests.integration.harness import ScriptedUpstream, Worker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.test import Client
 
 from ladder import services
 from ladder.models import ApiToken, Candidate, Connection
 from ladder.tokens import create_token
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse as Response
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -51,3 +57,37 @@ def make_token(name: str = "gateway-1", scope: str = ApiToken.Scope.GATEWAY) -> 
     """A live API token; returns the secret to send as `Authorization: Bearer ...`."""
     _, secret = create_token(name, scope)
     return secret
+
+
+# --- HTTP helpers for the API tests (added; the factories above are unchanged) -----------
+
+
+def bearer(secret: str) -> dict[str, str]:
+    """Test-client keyword arguments that send `Authorization: Bearer <secret>`."""
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+def api(
+    method: str,
+    path: str,
+    token: str | None = None,
+    body: Any = None,
+    *,
+    raw: str | None = None,
+) -> Response:
+    """One request through Django's test client: JSON `body` (or `raw` text sent as
+    application/json) with an optional bearer token."""
+    client = Client()
+    headers = bearer(token) if token is not None else {}
+    send = getattr(client, method.lower())
+    if raw is not None or body is not None:
+        data = raw if raw is not None else json.dumps(body)
+        return send(path, data, content_type="application/json", **headers)
+    return send(path, **headers)
+
+
+def iso(moment: datetime | None) -> str | None:
+    """An instant as the API writes it: UTC with a `Z`."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -382,3 +382,40 @@ def test_prune_keeps_current_readings() -> None:
     assert deleted == 1
     assert not QuotaReading.objects.filter(pk=old.pk).exists()
     assert QuotaReading.objects.filter(pk=only.pk).exists()
+
+
+def test_rate_limit_headers_become_a_reading_and_feed_the_clamp() -> None:
+    make_connection()
+    reset = int((NOW + timedelta(minutes=5)).timestamp())
+    headers = {
+        "Retry-After": "3600",
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": str(reset),
+        "anthropic-ratelimit-unified-5h-utilization": "1.0",
+        "anthropic-ratelimit-unified-5h-reset": str(reset),
+    }
+
+    result = services.apply_event("claude-max-1", kind="rate_limited", headers=headers, now=NOW)
+
+    reading = _connection().current_reading
+    assert (result.cooldown_seconds, result.clamped_to_reset) == (300.0, True)
+    assert (reading.status, reading.remaining_percent, reading.source) == (
+        "EXHAUSTED",
+        0.0,
+        "headers",
+    )
+    assert reading.reset_at == NOW + timedelta(minutes=5)
+
+
+def test_headers_with_only_a_reset_time_leave_the_reading_alone() -> None:
+    make_connection()
+    good = make_reading(remaining_percent=60.0).reading
+
+    services.apply_event(
+        "claude-max-1",
+        kind="rate_limited",
+        headers={"x-ratelimit-reset-requests": "20s"},
+        now=NOW + timedelta(seconds=1),
+    )
+
+    assert _connection().current_reading_id == good.pk

@@ -1,0 +1,114 @@
+"""Dashboard forms of the billing catalog and the model prices. The services validate
+again (and own the uniqueness rules); these give the browser field-level messages."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from django import forms
+
+from billing.classify import Billing, Overage
+from billing.models import (
+    AUTH_TYPE_MAX_LENGTH,
+    MODEL_MAX_LENGTH,
+    PROVIDER_MAX_LENGTH,
+    REASON_MAX_LENGTH,
+)
+from billing.services import CatalogInput, PriceInput
+from billing.tiers import Tier
+
+# A price file is a few MB; anything far larger is a mistake, refused before parsing.
+MAX_PRICE_FILE_BYTES = 32 * 1024 * 1024
+
+
+class CatalogEntryForm(forms.Form):
+    """One curated catalog entry; `version` is the one the operator loaded (optimistic
+    concurrency: a save over a newer version is a conflict, never a silent overwrite)."""
+
+    provider = forms.CharField(max_length=PROVIDER_MAX_LENGTH)
+    auth_type = forms.CharField(
+        max_length=AUTH_TYPE_MAX_LENGTH,
+        required=False,
+        help_text="Empty: the provider-wide entry, used when no auth-specific entry matches.",
+    )
+    billing = forms.ChoiceField(choices=[(b.value, b.value) for b in Billing])
+    overage = forms.ChoiceField(choices=[(o.value, o.value) for o in Overage])
+    reason = forms.CharField(
+        max_length=REASON_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why, from the provider's published terms (shown to operators).",
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
+
+    def catalog_input(self) -> CatalogInput:
+        """The service's input from the cleaned data."""
+        data = self.cleaned_data
+        return CatalogInput(
+            provider=data["provider"],
+            auth_type=data["auth_type"] or None,
+            billing=data["billing"],
+            overage=data["overage"],
+            reason=data["reason"],
+        )
+
+
+class PriceForm(forms.Form):
+    """The price of one model of a provider (model `*`: every model without its own row)."""
+
+    provider = forms.CharField(max_length=PROVIDER_MAX_LENGTH)
+    model = forms.CharField(max_length=MODEL_MAX_LENGTH, help_text="`*` = every other model.")
+    input_usd_per_mtok = forms.DecimalField(
+        label="Input USD / M tokens", min_value=Decimal(0), max_digits=14, decimal_places=6
+    )
+    output_usd_per_mtok = forms.DecimalField(
+        label="Output USD / M tokens", min_value=Decimal(0), max_digits=14, decimal_places=6
+    )
+    tier_override = forms.ChoiceField(
+        label="Tier override",
+        required=False,
+        choices=[("", "by price"), *((t.value, t.value) for t in Tier)],
+    )
+
+    def price_input(self) -> PriceInput:
+        """The service's input from the cleaned data."""
+        data = self.cleaned_data
+        return PriceInput(
+            provider=data["provider"],
+            model=data["model"],
+            input_usd_per_mtok=data["input_usd_per_mtok"],
+            output_usd_per_mtok=data["output_usd_per_mtok"],
+            tier_override=data["tier_override"] or None,
+        )
+
+
+class PriceFileForm(forms.Form):
+    """A `model_prices_and_context_window.json` upload and an optional provider map."""
+
+    file = forms.FileField(label="Price file (JSON)")
+    provider_map = forms.CharField(
+        label="Provider map",
+        required=False,
+        max_length=2000,
+        help_text="Rename litellm providers to this gateway's ids: anthropic=claude, "
+        "gemini=gemini-cli (comma or space separated).",
+    )
+
+    def clean_file(self) -> object:
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_PRICE_FILE_BYTES:
+            raise forms.ValidationError(
+                f"The file is {upload.size:,} bytes; at most {MAX_PRICE_FILE_BYTES:,} are accepted."
+            )
+        return upload
+
+    def clean_provider_map(self) -> dict[str, str]:
+        mapping: dict[str, str] = {}
+        for pair in re.split(r"[\s,]+", self.cleaned_data["provider_map"].strip()):
+            if not pair:
+                continue
+            source, sep, target = pair.partition("=")
+            if not sep or not source or not target:
+                raise forms.ValidationError(f"Use SOURCE=PROVIDER pairs; {pair!r} is not one.")
+            mapping[source] = target
+        return mapping

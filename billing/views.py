@@ -1,0 +1,413 @@
+"""Dashboard views of the billing catalog and the model prices: list, create, edit and
+delete inline (each state has a real URL, so the pages work without JavaScript), with
+validation and conflict messages, audit history, and the price file upload.
+
+Access and response headers come from the dashboard's decorators in `ladder.views`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponseBase
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from billing import services
+from billing.classify import Catalog
+from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
+from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
+from billing.price_import import PriceFileError, parse_price_file
+from billing.tiers import WILDCARD_MODEL, PriceBook
+from ladder.models import Connection
+from ladder.services import load_config
+from ladder.views import HtmxHttpRequest, done, operator_required, render, viewer_required
+
+CATALOG_TEMPLATE = "billing/catalog.html"
+PRICES_TEMPLATE = "billing/prices.html"
+# Newest first; enough for every entry's recent history without an unbounded read.
+AUDIT_ROWS = 500
+HISTORY_PER_ENTRY = 10
+CONNECTIONS_SHOWN = 12
+PRICES_PER_PAGE = 100
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 19 else None
+
+
+# --- catalog --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLine:
+    """One change of an entry: who, when, what, and the fields that changed."""
+
+    entry: AuditEntry
+    changes: list[str]
+
+
+def audit_line(entry: AuditEntry) -> AuditLine:
+    """The changed fields of an audit row, "field: before -> after"."""
+    before, after = entry.before or {}, entry.after or {}
+    if entry.action == AuditEntry.Action.CREATE:
+        changes = [f"{key}: {value}" for key, value in after.items() if key != "reason"]
+    elif entry.action == AuditEntry.Action.DELETE:
+        changes = [f"{key}: {value}" for key, value in before.items() if key != "reason"]
+    else:
+        changes = [
+            f"{key}: {before.get(key)} \u2192 {after.get(key)}"
+            for key in after
+            if before.get(key) != after.get(key)
+        ]
+    return AuditLine(entry, changes)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRow:
+    """An entry with the connections it decides and its recent history."""
+
+    entry: BillingCatalogEntry
+    connections: list[str]
+    more_connections: int
+    history: list[AuditLine]
+
+
+def _decided(
+    entries: Iterable[BillingCatalogEntry],
+) -> tuple[dict[int, list[str]], list[str]]:
+    """Which registered connections each entry decides, and those no entry covers."""
+    catalog = Catalog(entry.as_row() for entry in entries)
+    decided: dict[int, list[str]] = {}
+    uncurated: list[str] = []
+    for connection_id, provider, auth_type in Connection.objects.order_by(
+        "connection_id"
+    ).values_list("connection_id", "provider", "auth_type"):
+        verdict = catalog.classify(provider, auth_type)
+        if verdict.catalog_entry_id is not None:
+            decided.setdefault(verdict.catalog_entry_id, []).append(connection_id)
+        elif verdict.is_uncurated:
+            uncurated.append(connection_id)
+    return decided, uncurated
+
+
+def catalog_context(
+    *,
+    editing: int | None = None,
+    edit_form: CatalogEntryForm | None = None,
+    deleting: int | None = None,
+    create_form: CatalogEntryForm | None = None,
+    notice: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Entries with what they decide and their history (four queries whatever the size)."""
+    entries = list(BillingCatalogEntry.objects.all())
+    decided, uncurated = _decided(entries)
+    history: dict[str, list[AuditLine]] = {}
+    deleted: list[AuditLine] = []
+    for audit in AuditEntry.objects.filter(target_type="catalog")[:AUDIT_ROWS]:
+        lines = history.setdefault(audit.target_id, [])
+        if len(lines) < HISTORY_PER_ENTRY:
+            lines.append(audit_line(audit))
+        if audit.action == AuditEntry.Action.DELETE and len(deleted) < HISTORY_PER_ENTRY:
+            deleted.append(audit_line(audit))
+    rows = []
+    for entry in entries:
+        ids = decided.get(entry.pk, [])
+        rows.append(
+            CatalogRow(
+                entry=entry,
+                connections=ids[:CONNECTIONS_SHOWN],
+                more_connections=max(len(ids) - CONNECTIONS_SHOWN, 0),
+                history=history.get(str(entry.pk), []),
+            )
+        )
+    if editing is not None and edit_form is None:
+        entry = next((e for e in entries if e.pk == editing), None)
+        if entry is None:
+            editing = None
+            notice = notice or {"level": "error", "message": "That entry no longer exists."}
+        else:
+            edit_form = CatalogEntryForm(
+                initial={
+                    "provider": entry.provider,
+                    "auth_type": entry.auth_type or "",
+                    "billing": entry.billing,
+                    "overage": entry.overage,
+                    "reason": entry.reason,
+                    "version": entry.version,
+                }
+            )
+    return {
+        "rows": rows,
+        "uncurated": uncurated[:CONNECTIONS_SHOWN],
+        "uncurated_count": len(uncurated),
+        "deleted": deleted,
+        "editing": editing,
+        "edit_form": edit_form,
+        "deleting": deleting,
+        "create_form": create_form or CatalogEntryForm(),
+        "notice": notice,
+    }
+
+
+def _catalog(
+    request: HtmxHttpRequest, status: int = 200, **context: Any
+) -> TemplateResponse:
+    return render(
+        request, CATALOG_TEMPLATE, catalog_context(**context), partials=("catalog-table",), status=status
+    )
+
+
+@require_GET
+@viewer_required
+def catalog(request: HtmxHttpRequest) -> TemplateResponse:
+    """The curated catalog; `?edit=<id>` opens an entry's form, `?delete=<id>` asks to
+    confirm its deletion."""
+    return _catalog(request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete"))
+
+
+def _error(message: str) -> dict[str, str]:
+    return {"level": "error", "message": message}
+
+
+@require_POST
+@operator_required
+def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
+    """Create an entry (audited); a duplicate is a 409 with the rule it breaks."""
+    form = CatalogEntryForm(request.POST)
+    if not form.is_valid():
+        return _catalog(request, 422, create_form=form)
+    try:
+        entry = services.create_catalog_entry(form.catalog_input(), actor=request.user.get_username())
+    except ValidationError as error:
+        form.add_error(None, error)
+        return _catalog(request, 422, create_form=form)
+    except services.Conflict as error:
+        return _catalog(request, 409, create_form=form, notice=_error(str(error)))
+    message = f"Created {entry.provider}/{entry.auth_type or '*'}."
+    return done(
+        request,
+        message,
+        reverse("billing:catalog") + f"#entry-{entry.pk}",
+        render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
+def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
+    """Save an entry over the version the operator loaded; a newer version or a
+    duplicate is a 409 and nothing changes."""
+    form = CatalogEntryForm(request.POST)
+    if not form.is_valid():
+        return _catalog(request, 422, editing=entry_id, edit_form=form)
+    try:
+        entry = services.update_catalog_entry(
+            entry_id,
+            form.catalog_input(),
+            actor=request.user.get_username(),
+            expected_version=form.cleaned_data["version"],
+        )
+    except BillingCatalogEntry.DoesNotExist:
+        return _catalog(request, 404, notice=_error("That entry was deleted meanwhile; nothing was saved."))
+    except ValidationError as error:
+        form.add_error(None, error)
+        return _catalog(request, 422, editing=entry_id, edit_form=form)
+    except services.Conflict as error:
+        return _catalog(request, 409, editing=entry_id, edit_form=form, notice=_error(str(error)))
+    message = f"Saved {entry.provider}/{entry.auth_type or '*'} (version {entry.version})."
+    return done(
+        request,
+        message,
+        reverse("billing:catalog") + f"#entry-{entry.pk}",
+        render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
+def catalog_delete(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
+    """Delete an entry (audited) after the confirmation step."""
+    try:
+        services.delete_catalog_entry(entry_id, actor=request.user.get_username())
+    except BillingCatalogEntry.DoesNotExist:
+        return _catalog(request, 404, notice=_error("That entry was deleted already."))
+    message = "Entry deleted. The connections it decided now fall back to a provider-wide entry or count as metered."
+    return done(
+        request,
+        message,
+        reverse("billing:catalog"),
+        render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
+    )
+
+
+# --- prices ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PriceRowView:
+    price: ModelPrice
+    tier: str
+
+
+def prices_context(
+    request: HttpRequest,
+    *,
+    form: PriceForm | None = None,
+    editing: int | None = None,
+    deleting: int | None = None,
+    notice: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One page of prices with their computed tier (settings, wildcard rows, count and
+    page: four queries whatever the catalog size)."""
+    query = request.GET.get("q", "").strip()[:100]
+    prices = ModelPrice.objects.order_by("provider", "model")
+    if query:
+        prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
+    page = Paginator(prices, PRICES_PER_PAGE).get_page(request.GET.get("page"))
+    config = load_config()
+    rows = list(page.object_list)
+    # A model's tier can come from its provider's `*` row (price or override).
+    wildcards = ModelPrice.objects.filter(model=WILDCARD_MODEL)
+    book = PriceBook([price.as_row() for price in rows] + [w.as_row() for w in wildcards])
+    views = [
+        PriceRowView(
+            price,
+            book.tier_of(price.provider, price.model, config.cheap_max_input_usd_per_mtok).value,
+        )
+        for price in rows
+    ]
+    if editing is not None and form is None:
+        price = next((row for row in rows if row.pk == editing), None)
+        if price is None:
+            price = ModelPrice.objects.filter(pk=editing).first()
+        if price is None:
+            editing = None
+        else:
+            form = PriceForm(
+                initial={
+                    "provider": price.provider,
+                    "model": price.model,
+                    "input_usd_per_mtok": price.input_usd_per_mtok,
+                    "output_usd_per_mtok": price.output_usd_per_mtok,
+                    "tier_override": price.tier_override or "",
+                }
+            )
+    params = {"q": query} if query else {}
+    return {
+        "page": page,
+        "rows": views,
+        "query": query,
+        "query_string": urlencode({**params, "page": page.number}),
+        "search_params": urlencode(params),
+        "editing": editing,
+        "deleting": deleting,
+        "edit_form": form if editing is not None else None,
+        "create_form": form if editing is None and form is not None else PriceForm(),
+        "file_form": PriceFileForm(),
+        "config": config,
+        "notice": notice,
+    }
+
+
+def _prices(request: HtmxHttpRequest, status: int = 200, **context: Any) -> TemplateResponse:
+    return render(
+        request,
+        PRICES_TEMPLATE,
+        prices_context(request, **context),
+        partials=("price-table", "price-import"),
+        status=status,
+    )
+
+
+@require_GET
+@viewer_required
+def prices(request: HtmxHttpRequest) -> TemplateResponse:
+    """Model prices with their computed tier; `?q=` searches, `?edit=<id>` opens a row,
+    `?delete=<id>` asks to confirm."""
+    return _prices(request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete"))
+
+
+@require_POST
+@operator_required
+def price_save(request: HtmxHttpRequest) -> HttpResponseBase:
+    """Create or update the price of (provider, model), audited."""
+    form = PriceForm(request.POST)
+    editing = _int_param(request, "edit")
+    if not form.is_valid():
+        return _prices(request, 422, form=form, editing=editing)
+    try:
+        price, created = services.upsert_price(form.price_input(), actor=request.user.get_username())
+    except ValidationError as error:
+        form.add_error(None, error)
+        return _prices(request, 422, form=form, editing=editing)
+    message = f"{'Added' if created else 'Saved'} {price.provider}/{price.model}."
+    return done(
+        request,
+        message,
+        reverse("billing:prices") + "?" + urlencode({"q": price.model}),
+        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
+def price_delete(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
+    """Delete a price row (audited) after the confirmation step."""
+    try:
+        services.delete_price(price_id, actor=request.user.get_username())
+    except ModelPrice.DoesNotExist:
+        return _prices(request, 404, notice=_error("That price was deleted already."))
+    message = "Price deleted: the model is priced by its provider's * row, or assumed premium."
+    return done(
+        request,
+        message,
+        reverse("billing:prices"),
+        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
+def price_import(request: HtmxHttpRequest) -> HttpResponseBase:
+    """Import a price file in one transaction: all rows or, on any error, none."""
+    form = PriceFileForm(request.POST, request.FILES)
+    error: str | None = None
+    counts: services.ImportCounts | None = None
+    if form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            data = json.loads(upload.read().decode("utf-8"))
+            parsed = parse_price_file(data, form.cleaned_data["provider_map"])
+        except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+            error = f"{upload.name} is not valid JSON: {problem}. Nothing was imported."
+        except PriceFileError as problem:
+            error = f"{upload.name}: {problem}. Nothing was imported."
+        else:
+            counts = services.import_prices(parsed, actor=request.user.get_username())
+    if counts is None:
+        context = prices_context(request)
+        context.update(file_form=form, import_error=error)
+        return render(
+            request, PRICES_TEMPLATE, context, partials=("price-import", "price-table"), status=422
+        )
+    message = (
+        f"Imported: {counts.created} created, {counts.updated} updated, "
+        f"{counts.unchanged} unchanged, {counts.skipped} skipped."
+    )
+    if not request.htmx:
+        return done(request, message, reverse("billing:prices"), render_partial=lambda: _prices(request))
+    context = prices_context(request)
+    context.update(counts=counts)
+    response = render(request, PRICES_TEMPLATE, context, partials=("price-import",))
+    # The price table listens for this and reloads itself.
+    response.headers["HX-Trigger"] = "prices-changed"
+    return response
