@@ -7,6 +7,7 @@ Defaults are the embedded ones (SQLite and a filesystem broker in `var/`), so
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)  # the embedded defaults (SQLite, broker, beat) live here
+(VAR_DIR / "staticfiles").mkdir(exist_ok=True)
 
 DEVELOPMENT_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 
@@ -71,6 +73,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # serves Swagger UI from local static files (no CDN, CSP-friendly)
     "django_htmx",
     "template_partials",
     "billing",
@@ -78,11 +81,15 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "omniroute_admin.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "omniroute_admin.middleware.SecurityHeadersMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "omniroute_admin.middleware.IdleSessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -122,7 +129,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not memory) test database, so a real Celery worker process in the
     # integration tests can open the same database as the test.
-    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", str(VAR_DIR / "test.sqlite3"))
+    # One file per test run (by process id), so parallel runs never share it.
+    DATABASES["default"].setdefault("TEST", {}).setdefault(
+        "NAME", str(VAR_DIR / f"test-{os.getpid()}.sqlite3")
+    )
     # Web, worker and beat share one file in `make run`: wait for locks instead of failing.
     # IMMEDIATE transactions take the write lock up front, so a read-then-write never hits
     # "database is locked"; WAL lets readers go on while one process writes.
@@ -151,6 +161,44 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve static files from the app folders too, so no collectstatic is needed to start.
+WHITENOISE_USE_FINDERS = True
+
+# Request bodies over this many bytes are answered 413 (API writes are small).
+DATA_UPLOAD_MAX_MEMORY_SIZE: int = _typed("REQUEST_MAX_BODY_BYTES", env.int, 5 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# Security headers. No inline script or style anywhere, no framing.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Behind TLS in production (debug off): secure cookies, HSTS and the HTTPS redirect.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_SSL_REDIRECT: bool = _typed("DJANGO_SECURE_SSL_REDIRECT", env.bool, not DEBUG)
+SECURE_HSTS_SECONDS = 0 if DEBUG else 31_536_000
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = False  # a deliberate, domain-wide commitment left to the operator
+# The one `check --deploy` exception, documented in docs/RELIABILITY.md: preloading HSTS
+# binds every subdomain of the operator's domain, which this app cannot decide for them.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Sessions: an absolute limit, an idle limit, and a new session key at every login
+# (Django's login() rotates it).
+SESSION_COOKIE_AGE: int = _typed("SESSION_ABSOLUTE_TIMEOUT_SECONDS", env.int, 12 * 3600)
+SESSION_IDLE_TIMEOUT_SECONDS: int = _typed("SESSION_IDLE_TIMEOUT_SECONDS", env.int, 30 * 60)
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -69,3 +69,44 @@ def test_connection_credential_is_stored_encrypted_and_refused_without_a_key() -
     assert "sk-live-canary" not in stored
     assert decrypt_credential(stored) == "sk-live-canary"
     assert Connection.objects.get(connection_id="c1").credential_ciphertext == stored
+
+
+@pytest.mark.django_db
+def test_rotate_credential_key_reencrypts_everything_with_the_primary_key() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        for index in range(3):
+            services.upsert_connection(
+                f"c{index}", services.ConnectionInput("claude", "oauth", credential=f"sk-{index}")
+            )
+    out = StringIO()
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=f"{KEY_B},{KEY_A}"):
+        call_command("rotate_credential_key", stdout=out)
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_B):
+        values = [
+            decrypt_credential(c.credential_ciphertext)
+            for c in Connection.objects.order_by("connection_id")
+        ]
+    assert out.getvalue().strip() == "re-encrypted 3, already on key 'b': 0"
+    assert values == ["sk-0", "sk-1", "sk-2"]
+
+
+@pytest.mark.django_db
+def test_rotation_without_the_old_key_changes_nothing() -> None:
+    from django.core.management import CommandError, call_command
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        services.upsert_connection(
+            "c1", services.ConnectionInput("claude", "oauth", credential="x")
+        )
+    before = Connection.objects.get().credential_ciphertext
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_B), pytest.raises(CommandError):
+        call_command("rotate_credential_key")
+
+    assert Connection.objects.get().credential_ciphertext == before
