@@ -93,9 +93,11 @@ def main() -> None:
                     ok = reading is not None and reading.status == status
                     if ok and status == "SAFE" and reading.remaining_percent <= floor:
                         return None
-                    return reading if ok and reading.checked_at >= reset_at - timedelta(
-                        seconds=args.lead + 5
-                    ) else None
+                    return (
+                        reading
+                        if ok and reading.checked_at >= reset_at - timedelta(seconds=args.lead + 5)
+                        else None
+                    )
 
                 wait_until(lambda: current("EXHAUSTED"), timeout=30)
                 fresh = wait_until(lambda: current("SAFE"), timeout=60)

@@ -141,3 +141,19 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         when = f"{self.at:%Y-%m-%d %H:%M:%S}"
         return f"{when} {self.actor} {self.action} {self.target_type} {self.target_id}"
+
+
+class ChangeCounter(models.Model):
+    """Counters bumped in the same transaction as every write that can change a pool
+    decision: `config` (catalog, prices, settings) and `state` (connections, readings,
+    events, candidates, spend). Web processes cache snapshots and decisions keyed by
+    them, so every process and host sees a write on its next decision."""
+
+    CONFIG = "config"
+    STATE = "state"
+
+    name = models.CharField(max_length=16, primary_key=True)
+    value = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"

@@ -10,11 +10,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from billing.classify import NO_AUTH, Billing, Catalog, Overage
 from billing.models import (
     AUTH_TYPE_MAX_LENGTH,
+    ChangeCounter,
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
     REASON_MAX_LENGTH,
@@ -54,6 +56,19 @@ class ImportCounts:
     updated: int
     unchanged: int
     skipped: int
+
+
+def bump(counter: str) -> None:
+    """Bump a change counter; call it inside the transaction of the write it announces."""
+    updated = ChangeCounter.objects.filter(name=counter).update(value=F("value") + 1)
+    if not updated:  # a database that lost its seeded row
+        ChangeCounter.objects.get_or_create(name=counter, defaults={"value": 1})
+
+
+def change_counters() -> tuple[int, int]:
+    """(config, state) change counters, in one query."""
+    values = dict(ChangeCounter.objects.values_list("name", "value"))
+    return values.get(ChangeCounter.CONFIG, 0), values.get(ChangeCounter.STATE, 0)
 
 
 def load_catalog() -> Catalog:
@@ -178,6 +193,7 @@ def create_catalog_entry(data: CatalogInput, *, actor: str) -> BillingCatalogEnt
                 reason=data.reason,
                 updated_by=actor,
             )
+            bump(ChangeCounter.CONFIG)
             record_audit(
                 target_type="catalog",
                 target_id=entry.pk,
@@ -215,6 +231,7 @@ def update_catalog_entry(
             entry.updated_by = actor
             entry.version += 1
             entry.save()
+            bump(ChangeCounter.CONFIG)
             record_audit(
                 target_type="catalog",
                 target_id=entry.pk,
@@ -234,6 +251,7 @@ def delete_catalog_entry(entry_id: int, *, actor: str) -> None:
         entry = BillingCatalogEntry.objects.select_for_update().get(pk=entry_id)
         before = catalog_snapshot(entry)
         entry.delete()
+        bump(ChangeCounter.CONFIG)
         record_audit(
             target_type="catalog",
             target_id=entry_id,
@@ -285,6 +303,7 @@ def upsert_price(data: PriceInput, *, actor: str) -> tuple[ModelPrice, bool]:
         price.tier_override = data.tier_override
         price.updated_by = actor
         price.save()
+        bump(ChangeCounter.CONFIG)
         record_audit(
             target_type="price",
             target_id=price.pk,
@@ -302,6 +321,7 @@ def delete_price(price_id: int, *, actor: str) -> None:
         price = ModelPrice.objects.select_for_update().get(pk=price_id)
         before = price_snapshot(price)
         price.delete()
+        bump(ChangeCounter.CONFIG)
         record_audit(
             target_type="price",
             target_id=price_id,
@@ -380,6 +400,8 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
         )
         updated = len(to_update)
         AuditEntry.objects.bulk_create(audits, batch_size=500)
+        if audits:
+            bump(ChangeCounter.CONFIG)
     return ImportCounts(
         created=created, updated=updated, unchanged=unchanged, skipped=parsed.skipped
     )

@@ -37,6 +37,9 @@ AUDIT_ROWS = 500
 HISTORY_PER_ENTRY = 10
 CONNECTIONS_SHOWN = 12
 PRICES_PER_PAGE = 100
+# The edit row and the create form share a page: distinct element ids for their fields.
+EDIT_IDS = "edit-%s"
+NEW_IDS = "new-%s"
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -44,7 +47,7 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
     return int(value) if value.isdigit() and len(value) < 19 else None
 
 
-# --- catalog --------------------------------------------------------------------------------
+# --- catalog ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,7 @@ def catalog_context(
             notice = notice or {"level": "error", "message": "That entry no longer exists."}
         else:
             edit_form = CatalogEntryForm(
+                auto_id=EDIT_IDS,
                 initial={
                     "provider": entry.provider,
                     "auth_type": entry.auth_type or "",
@@ -143,7 +147,7 @@ def catalog_context(
                     "overage": entry.overage,
                     "reason": entry.reason,
                     "version": entry.version,
-                }
+                },
             )
     return {
         "rows": rows,
@@ -153,16 +157,18 @@ def catalog_context(
         "editing": editing,
         "edit_form": edit_form,
         "deleting": deleting,
-        "create_form": create_form or CatalogEntryForm(),
+        "create_form": create_form or CatalogEntryForm(auto_id=NEW_IDS),
         "notice": notice,
     }
 
 
-def _catalog(
-    request: HtmxHttpRequest, status: int = 200, **context: Any
-) -> TemplateResponse:
+def _catalog(request: HtmxHttpRequest, status: int = 200, **context: Any) -> TemplateResponse:
     return render(
-        request, CATALOG_TEMPLATE, catalog_context(**context), partials=("catalog-table",), status=status
+        request,
+        CATALOG_TEMPLATE,
+        catalog_context(**context),
+        partials=("catalog-table",),
+        status=status,
     )
 
 
@@ -171,7 +177,9 @@ def _catalog(
 def catalog(request: HtmxHttpRequest) -> TemplateResponse:
     """The curated catalog; `?edit=<id>` opens an entry's form, `?delete=<id>` asks to
     confirm its deletion."""
-    return _catalog(request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete"))
+    return _catalog(
+        request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete")
+    )
 
 
 def _error(message: str) -> dict[str, str]:
@@ -182,11 +190,13 @@ def _error(message: str) -> dict[str, str]:
 @operator_required
 def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
     """Create an entry (audited); a duplicate is a 409 with the rule it breaks."""
-    form = CatalogEntryForm(request.POST)
+    form = CatalogEntryForm(request.POST, auto_id=NEW_IDS)
     if not form.is_valid():
         return _catalog(request, 422, create_form=form)
     try:
-        entry = services.create_catalog_entry(form.catalog_input(), actor=request.user.get_username())
+        entry = services.create_catalog_entry(
+            form.catalog_input(), actor=request.user.get_username()
+        )
     except ValidationError as error:
         form.add_error(None, error)
         return _catalog(request, 422, create_form=form)
@@ -206,7 +216,7 @@ def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
 def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
     """Save an entry over the version the operator loaded; a newer version or a
     duplicate is a 409 and nothing changes."""
-    form = CatalogEntryForm(request.POST)
+    form = CatalogEntryForm(request.POST, auto_id=EDIT_IDS)
     if not form.is_valid():
         return _catalog(request, 422, editing=entry_id, edit_form=form)
     try:
@@ -217,7 +227,9 @@ def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
             expected_version=form.cleaned_data["version"],
         )
     except BillingCatalogEntry.DoesNotExist:
-        return _catalog(request, 404, notice=_error("That entry was deleted meanwhile; nothing was saved."))
+        return _catalog(
+            request, 404, notice=_error("That entry was deleted meanwhile; nothing was saved.")
+        )
     except ValidationError as error:
         form.add_error(None, error)
         return _catalog(request, 422, editing=entry_id, edit_form=form)
@@ -240,7 +252,10 @@ def catalog_delete(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
         services.delete_catalog_entry(entry_id, actor=request.user.get_username())
     except BillingCatalogEntry.DoesNotExist:
         return _catalog(request, 404, notice=_error("That entry was deleted already."))
-    message = "Entry deleted. The connections it decided now fall back to a provider-wide entry or count as metered."
+    message = (
+        "Entry deleted. The connections it decided now fall back to a provider-wide entry "
+        "or count as metered."
+    )
     return done(
         request,
         message,
@@ -249,7 +264,7 @@ def catalog_delete(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
     )
 
 
-# --- prices ---------------------------------------------------------------------------------
+# --- prices -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,13 +308,14 @@ def prices_context(
             editing = None
         else:
             form = PriceForm(
+                auto_id=EDIT_IDS,
                 initial={
                     "provider": price.provider,
                     "model": price.model,
                     "input_usd_per_mtok": price.input_usd_per_mtok,
                     "output_usd_per_mtok": price.output_usd_per_mtok,
                     "tier_override": price.tier_override or "",
-                }
+                },
             )
     params = {"q": query} if query else {}
     return {
@@ -311,7 +327,7 @@ def prices_context(
         "editing": editing,
         "deleting": deleting,
         "edit_form": form if editing is not None else None,
-        "create_form": form if editing is None and form is not None else PriceForm(),
+        "create_form": form if editing is None and form is not None else PriceForm(auto_id=NEW_IDS),
         "file_form": PriceFileForm(),
         "config": config,
         "notice": notice,
@@ -333,19 +349,23 @@ def _prices(request: HtmxHttpRequest, status: int = 200, **context: Any) -> Temp
 def prices(request: HtmxHttpRequest) -> TemplateResponse:
     """Model prices with their computed tier; `?q=` searches, `?edit=<id>` opens a row,
     `?delete=<id>` asks to confirm."""
-    return _prices(request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete"))
+    return _prices(
+        request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete")
+    )
 
 
 @require_POST
 @operator_required
 def price_save(request: HtmxHttpRequest) -> HttpResponseBase:
     """Create or update the price of (provider, model), audited."""
-    form = PriceForm(request.POST)
     editing = _int_param(request, "edit")
+    form = PriceForm(request.POST, auto_id=NEW_IDS if editing is None else EDIT_IDS)
     if not form.is_valid():
         return _prices(request, 422, form=form, editing=editing)
     try:
-        price, created = services.upsert_price(form.price_input(), actor=request.user.get_username())
+        price, created = services.upsert_price(
+            form.price_input(), actor=request.user.get_username()
+        )
     except ValidationError as error:
         form.add_error(None, error)
         return _prices(request, 422, form=form, editing=editing)
@@ -404,7 +424,9 @@ def price_import(request: HtmxHttpRequest) -> HttpResponseBase:
         f"{counts.unchanged} unchanged, {counts.skipped} skipped."
     )
     if not request.htmx:
-        return done(request, message, reverse("billing:prices"), render_partial=lambda: _prices(request))
+        return done(
+            request, message, reverse("billing:prices"), render_partial=lambda: _prices(request)
+        )
     context = prices_context(request)
     context.update(counts=counts)
     response = render(request, PRICES_TEMPLATE, context, partials=("price-import",))

@@ -59,7 +59,12 @@ from omniroute_admin.errors import (
 router = Router(tags=["ladder"])
 
 ConnectionIdPath = Annotated[
-    str, Path(pattern=CONNECTION_ID_REGEX, description="The gateway's own connection id.")
+    str,
+    Path(
+        pattern=CONNECTION_ID_REGEX,
+        description="The gateway's own connection id.",
+        example="claude-max-1",
+    ),
 ]
 
 
@@ -349,8 +354,7 @@ def update_candidate(request: HttpRequest, candidate_id: int, payload: Candidate
 )
 def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
     """Remove a candidate."""
-    deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
-    if not deleted:
+    if not services.delete_candidate(candidate_id):
         return 404, _detail(f"No candidate {candidate_id}.")
     return 204, None
 
@@ -591,18 +595,21 @@ def spend_out(entry: SpendEntry) -> dict[str, Any]:
 def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     """Record one request's cost, once per `request_id` (200 when seen before). A null
     `cost_usd` is computed from the tokens and the price catalog."""
-    entry, created = services.record_spend(
-        services.SpendInput(
-            request_id=payload.request_id,
-            connection_id=payload.connection_id,
-            provider=payload.provider,
-            model=payload.model,
-            cost_usd=_decimal(payload.cost_usd),
-            input_tokens=payload.input_tokens,
-            output_tokens=payload.output_tokens,
-            occurred_at=payload.occurred_at,
+    try:
+        entry, created = services.record_spend(
+            services.SpendInput(
+                request_id=payload.request_id,
+                connection_id=payload.connection_id,
+                provider=payload.provider,
+                model=payload.model,
+                cost_usd=_decimal(payload.cost_usd),
+                input_tokens=payload.input_tokens,
+                output_tokens=payload.output_tokens,
+                occurred_at=payload.occurred_at,
+            )
         )
-    )
+    except ValidationError as error:  # e.g. a computed cost too large to store
+        return validation_error_response(error)
     return (201 if created else 200), spend_out(entry)
 
 

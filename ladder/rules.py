@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -38,7 +38,7 @@ class Rung(IntEnum):
     @property
     def label(self) -> str:
         """The API string of the rung ("subscription", "keyless", "free", ...)."""
-        return self.name.lower()
+        return _LABELS[self]  # precomputed: this is read for every entry of every response
 
     @property
     def is_quota_gated(self) -> bool:
@@ -61,6 +61,7 @@ class Rung(IntEnum):
 
 
 _RUNG_BY_LABEL: Final[dict[str, Rung]] = {rung.name.lower(): rung for rung in Rung}
+_LABELS: Final[dict[Rung, str]] = {rung: label for label, rung in _RUNG_BY_LABEL.items()}
 _RUNG_BY_TIER: Final[dict[str, Rung]] = {
     Tier.FREE: Rung.FREE,
     Tier.CHEAP: Rung.CHEAP,
@@ -962,3 +963,32 @@ def _entry(verdict: BillingVerdict) -> str:
     if verdict.catalog_entry_id is None:
         return verdict.reason
     return f"catalog entry {verdict.catalog_entry_id}: {verdict.reason}"
+
+
+# --------------------------------------------------------------------------- caching
+
+
+def inputs_valid_until(
+    connections: Iterable[ConnectionView],
+    spend: Mapping[Rung, RungSpend],
+    config: LadderConfig,
+    now: datetime,
+) -> datetime | None:
+    """The earliest future instant at which a decision over these inputs can change on
+    its own (a reading going stale, a reset, a cooldown ending, a budget window ending);
+    None when nothing in them is time-dependent. Writes invalidate separately."""
+    max_age = timedelta(seconds=config.max_state_age_seconds)
+    instants: list[datetime] = []
+    for view in connections:
+        if view.cooldown_until is not None:
+            instants.append(view.cooldown_until)
+        reading = view.reading
+        if reading is not None:
+            # A reading exactly max_age old is still current: it changes just after.
+            instants.append(reading.checked_at + max_age + timedelta(microseconds=1))
+            if reading.reset_at is not None:
+                instants.append(reading.reset_at)
+    if config.cheap_budget_usd is not None or config.premium_budget_usd is not None:
+        instants.extend(rung_spend.window_end for rung_spend in spend.values())
+    future = [instant for instant in instants if instant > now]
+    return min(future, default=None)

@@ -4,18 +4,18 @@ and integers are strict (a boolean is never "yes" or 0); times carry an offset."
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from ninja import Schema
 from pydantic import (
     AfterValidator,
     AwareDatetime,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
     StringConstraints,
-    field_validator,
 )
 
 from billing.schemas import MAX_USD_6DP, ModelStr, ProviderStr, WriteSchema
@@ -43,7 +43,14 @@ def _to_utc(value: datetime) -> datetime:
         raise ValueError("the instant is out of range once converted to UTC") from None
 
 
-UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+def _time_text(value: Any) -> Any:
+    # Times are ISO 8601 text with an offset: a JSON number is not taken for a Unix time.
+    if not isinstance(value, str | datetime):
+        raise ValueError("expected an ISO 8601 time with an offset")
+    return value
+
+
+UtcDatetime = Annotated[AwareDatetime, BeforeValidator(_time_text), AfterValidator(_to_utc)]
 RungLiteral = Literal["subscription", "keyless", "free", "cheap", "premium"]
 ReasonLiteral = Literal[
     "uncurated",
@@ -60,7 +67,11 @@ ReasonLiteral = Literal[
     "rung_disabled",
     "budget_exhausted",
 ]
-QUOTA_SOURCES = ("none", "claude", "codex", "copilot", "gemini-cli", "antigravity", "simulated")
+# A Literal, so the OpenAPI document lists the values (a schema-valid body is accepted).
+QuotaSourceLiteral = Literal[
+    "none", "claude", "codex", "copilot", "gemini-cli", "antigravity", "simulated"
+]
+QUOTA_SOURCES: tuple[str, ...] = get_args(QuotaSourceLiteral)
 
 
 # --- connections -----------------------------------------------------------------------
@@ -76,8 +87,8 @@ class ConnectionIn(WriteSchema):
     ] = Field(description='"none" is the keyless no-auth path.')
     label: ShortText = ""
     active: StrictBool = True
-    quota_source: str = Field(
-        default="none", description=f"Which quota adapter polls it: {', '.join(QUOTA_SOURCES)}."
+    quota_source: QuotaSourceLiteral = Field(
+        default="none", description="Which quota adapter polls it."
     )
     credential: Annotated[str, StringConstraints(max_length=8192, pattern=r"^[^\x00]*$")] | None = (
         Field(
@@ -101,13 +112,6 @@ class ConnectionIn(WriteSchema):
             ]
         },
     )
-
-    @field_validator("quota_source")
-    @classmethod
-    def _known_source(cls, value: str) -> str:
-        if value not in QUOTA_SOURCES:
-            raise ValueError(f"unknown quota source; known: {', '.join(QUOTA_SOURCES)}")
-        return value
 
 
 class ConnectionOut(Schema):

@@ -5,6 +5,8 @@ these; nothing here imports the API or views."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,6 +20,7 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, Catalog
+from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
 from ladder import rules
 from ladder.crypto import encrypt_credential
@@ -148,6 +151,7 @@ def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
         row.updated_by = actor
         row.full_clean()
         row.save()
+        billing_services.bump(ChangeCounter.CONFIG)
         billing_services.record_audit(
             target_type="settings",
             target_id=1,
@@ -272,9 +276,119 @@ def candidate_in(candidate: Candidate) -> CandidateIn:
     )
 
 
-def decide_for(auto_id: AutoId, candidates: Sequence[CandidateIn], *, now: datetime) -> Decision:
-    """Load connections and inputs for these candidates (constant queries) and decide."""
-    inputs = load_decision_inputs(now)
+# The hot path. Each web process keeps a snapshot of catalog, prices and settings keyed
+# by the `config` change counter, and recent decisions keyed by both counters and valid
+# until the earliest instant an input changes on its own. One query (the counters) per
+# cached decision; a miss adds a constant handful, whatever the pool size.
+DECISION_CACHE_SIZE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Catalog, prices and tuning as of one `config` counter value."""
+
+    config_version: int
+    config: LadderConfig
+    catalog: Catalog
+    prices: PriceBook
+
+
+@dataclass(frozen=True, slots=True)
+class _CachedDecision:
+    decision: Decision
+    valid_until: datetime | None
+
+
+_cache_lock = threading.Lock()
+_snapshot: Snapshot | None = None
+_registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...]] | None = None
+_decisions: OrderedDict[tuple[Any, ...], _CachedDecision] = OrderedDict()
+
+
+def clear_caches() -> None:
+    """Forget this process's snapshot and cached decisions (tests; a restored database)."""
+    global _snapshot, _registered
+    with _cache_lock:
+        _snapshot = None
+        _registered = None
+        _decisions.clear()
+
+
+def current_snapshot(config_version: int) -> Snapshot:
+    """The snapshot for this config counter, reloaded (three queries) when it moved."""
+    global _snapshot
+    snapshot = _snapshot
+    if snapshot is not None and snapshot.config_version == config_version:
+        return snapshot
+    snapshot = Snapshot(
+        config_version=config_version,
+        config=load_config(),
+        catalog=billing_services.load_catalog(),
+        prices=billing_services.load_price_book(),
+    )
+    with _cache_lock:
+        _snapshot = snapshot
+    return snapshot
+
+
+_VIEW_FIELDS = (
+    "connection_id",
+    "provider",
+    "auth_type",
+    "is_active",
+    "cooldown_until",
+    "hysteresis_state",
+    "hysteresis_since",
+    "hysteresis_reason",
+    "current_reading__status",
+    "current_reading__remaining_percent",
+    "current_reading__reset_at",
+    "current_reading__checked_at",
+)
+
+
+def load_views(referenced: dict[str, str], catalog: Catalog) -> dict[str, ConnectionView]:
+    """Views of the referenced connections (one query, plain tuples, no model objects);
+    ids never registered become uncurated views."""
+    views: dict[str, ConnectionView] = {}
+    verdicts: dict[tuple[str, str], Any] = {}
+    rows = Connection.objects.filter(connection_id__in=list(referenced)).values_list(*_VIEW_FIELDS)
+    for (
+        connection_id,
+        provider,
+        auth_type,
+        is_active,
+        cooldown_until,
+        state,
+        since,
+        reason,
+        status,
+        remaining,
+        reset_at,
+        checked_at,
+    ) in rows:
+        verdict = verdicts.get((provider, auth_type))
+        if verdict is None:
+            verdict = verdicts[(provider, auth_type)] = catalog.classify(provider, auth_type)
+        views[connection_id] = ConnectionView(
+            connection_id=connection_id,
+            provider=provider,
+            auth_type=auth_type,
+            billing=verdict,
+            is_active=is_active,
+            cooldown_until=cooldown_until,
+            reading=Reading(QuotaStatus(status), remaining, reset_at, checked_at)
+            if checked_at is not None
+            else None,
+            hysteresis=Hysteresis(HysteresisState(state), since, reason),
+        )
+    for connection_id, provider in referenced.items():
+        if connection_id not in views:
+            views[connection_id] = unregistered_view(connection_id, provider)
+    return views
+
+
+def _referenced(candidates: Sequence[CandidateIn]) -> dict[str, str]:
     referenced: dict[str, str] = {}
     for candidate in candidates:
         ids = (
@@ -284,21 +398,54 @@ def decide_for(auto_id: AutoId, candidates: Sequence[CandidateIn], *, now: datet
         )
         for connection_id in ids:
             referenced.setdefault(connection_id, candidate.provider)
-    views: dict[str, ConnectionView] = {
-        connection.connection_id: connection_view(connection, inputs.catalog)
-        for connection in connections_with_readings().filter(connection_id__in=list(referenced))
-    }
-    for connection_id, provider in referenced.items():
-        if connection_id not in views:
-            views[connection_id] = unregistered_view(connection_id, provider)
+    return referenced
+
+
+def decide_for(
+    auto_id: AutoId,
+    candidates: Sequence[CandidateIn],
+    *,
+    now: datetime,
+    cache_key: Any = None,
+    counters: tuple[int, int] | None = None,
+) -> Decision:
+    """The decision for these candidates, from this process's cache when no write has
+    landed and no input has changed on its own since it was computed."""
+    config_version, state_version = counters or billing_services.change_counters()
+    key = (
+        auto_id,
+        cache_key if cache_key is not None else tuple(candidates),
+        config_version,
+        state_version,
+    )
+    cached = _decisions.get(key)
+    if (
+        cached is not None
+        and cached.decision.computed_at <= now
+        and (cached.valid_until is None or now < cached.valid_until)
+    ):
+        return cached.decision
+    snapshot = current_snapshot(config_version)
+    config = snapshot.config
+    views = load_views(_referenced(candidates), snapshot.catalog)
+    has_budget = config.cheap_budget_usd is not None or config.premium_budget_usd is not None
+    # Without a budget no paid rung is gated: the spend query is skipped.
+    spend = spend_in_window(config, now) if has_budget else {}
     tiers: dict[tuple[str, str], Tier] = {}
     for candidate in candidates:
-        key = (candidate.provider, candidate.model)
-        if key not in tiers:
-            tiers[key] = inputs.prices.tier_of(
-                candidate.provider, candidate.model, inputs.config.cheap_max_input_usd_per_mtok
+        pair = (candidate.provider, candidate.model)
+        if pair not in tiers:
+            tiers[pair] = snapshot.prices.tier_of(
+                candidate.provider, candidate.model, config.cheap_max_input_usd_per_mtok
             )
-    return rules.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+    decision = rules.decide(auto_id, candidates, views, tiers, spend, config, now)
+    valid_until = rules.inputs_valid_until(views.values(), spend, config, now)
+    with _cache_lock:
+        _decisions[key] = _CachedDecision(decision, valid_until)
+        _decisions.move_to_end(key)
+        while len(_decisions) > DECISION_CACHE_SIZE:
+            _decisions.popitem(last=False)
+    return decision
 
 
 def registered_candidates() -> list[CandidateIn]:
@@ -306,15 +453,27 @@ def registered_candidates() -> list[CandidateIn]:
     return [candidate_in(candidate) for candidate in Candidate.objects.order_by("priority", "id")]
 
 
+def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[str, ...]]:
+    """Registered candidates and their categories, cached per `state` counter."""
+    global _registered
+    cached = _registered
+    if cached is not None and cached[0] == state_version:
+        return cached[1], cached[2]
+    candidates = tuple(registered_candidates())
+    known = tuple(sorted({category for c in candidates for category in c.categories}))
+    with _cache_lock:
+        _registered = (state_version, candidates, known)
+    return candidates, known
+
+
 def decide_registered(auto_id: AutoId, *, now: datetime | None = None) -> Decision:
     """The decision for an auto id over the registered candidates."""
     now = now or timezone.now()
-    candidates = registered_candidates()
-    if auto_id.category is not None:
-        known = sorted({category for c in candidates for category in c.categories})
-        if auto_id.category not in known:
-            raise UnknownCategory(auto_id.category, known)
-    return decide_for(auto_id, candidates, now=now)
+    counters = billing_services.change_counters()
+    candidates, known = _registered_for(counters[1])
+    if auto_id.category is not None and auto_id.category not in known:
+        raise UnknownCategory(auto_id.category, known)
+    return decide_for(auto_id, candidates, now=now, cache_key="registered", counters=counters)
 
 
 # --- readings -------------------------------------------------------------------------
@@ -468,6 +627,7 @@ def store_reading(
                     reason=after.reason[:300],
                 )
             connection.save(update_fields=update_fields)
+        billing_services.bump(ChangeCounter.STATE)
         stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
         if is_current and reading.reset_at is not None and reading.reset_at > now:
             transaction.on_commit(lambda: _schedule_refresh_at_reset(connection, reading.reset_at))
@@ -557,6 +717,7 @@ def apply_event(
         connection.cooldown_until = change.cooldown_until
         connection.consecutive_failures = change.consecutive_failures
         connection.save(update_fields=["cooldown_until", "consecutive_failures", "updated_at"])
+        billing_services.bump(ChangeCounter.STATE)
         if kind == "quota_exhausted":
             store_reading(
                 connection_id,
@@ -616,12 +777,16 @@ def upsert_connection(connection_id: str, data: ConnectionInput) -> tuple[Connec
         elif ciphertext is not None:
             connection.credential_ciphertext = ciphertext
         connection.save()
+        billing_services.bump(ChangeCounter.STATE)
     return connection, created
 
 
 def delete_connection(connection_id: str) -> bool:
     """Delete a connection and its readings; False when there was none."""
-    deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
+    with transaction.atomic():
+        deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
+        if deleted:
+            billing_services.bump(ChangeCounter.STATE)
     return deleted > 0
 
 
@@ -678,10 +843,24 @@ def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Can
             list(data.allowed_connection_ids) if data.allowed_connection_ids else None
         )
         candidate.save()
+        billing_services.bump(ChangeCounter.STATE)
     return candidate
 
 
+def delete_candidate(candidate_id: int) -> bool:
+    """Remove a registered candidate; False when there was none."""
+    with transaction.atomic():
+        deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
+        if deleted:
+            billing_services.bump(ChangeCounter.STATE)
+    return deleted > 0
+
+
 # --- spend ---------------------------------------------------------------------------------
+
+
+# SpendEntry.cost_usd holds 16 digits, 8 after the point.
+MAX_SPEND_USD = Decimal("100000000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,6 +903,10 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
         cost = billing_services.load_price_book().cost_usd(
             data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
         )
+    if not cost.is_finite() or cost < 0 or cost >= MAX_SPEND_USD:
+        raise ValidationError(
+            {"cost_usd": [f"A request's cost must be between 0 and {MAX_SPEND_USD} USD."]}
+        )
     rung = spend_rung(data.connection_id, data.provider, data.model)
     try:
         with transaction.atomic():
@@ -739,6 +922,7 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
                 rung=rung.label,
                 occurred_at=data.occurred_at or now,
             )
+            billing_services.bump(ChangeCounter.STATE)
     except IntegrityError:  # the same request_id reported twice at once
         return SpendEntry.objects.get(request_id=data.request_id), False
     return entry, True
@@ -841,10 +1025,37 @@ def published_auto_ids(candidates: Sequence[CandidateIn]) -> list[AutoId]:
 
 def decide_published(*, now: datetime | None = None) -> list[Decision]:
     """The decision of every published auto id over the registered candidates, at one
-    `now` (1 + 5 queries per auto id: the same path as `decide_registered`)."""
+    `now`, loading candidates, inputs and connections once (six queries however many
+    auto ids). Each decision equals `decide_registered`'s for that id (tests pin it)."""
     now = now or timezone.now()
     candidates = registered_candidates()
-    return [decide_for(auto_id, candidates, now=now) for auto_id in published_auto_ids(candidates)]
+    inputs = load_decision_inputs(now)
+    referenced: dict[str, str] = {}
+    tiers: dict[tuple[str, str], Tier] = {}
+    for candidate in candidates:
+        ids = (
+            (candidate.connection_id,)
+            if candidate.connection_id is not None
+            else candidate.allowed_connection_ids or ()
+        )
+        for connection_id in ids:
+            referenced.setdefault(connection_id, candidate.provider)
+        key = (candidate.provider, candidate.model)
+        if key not in tiers:
+            tiers[key] = inputs.prices.tier_of(
+                candidate.provider, candidate.model, inputs.config.cheap_max_input_usd_per_mtok
+            )
+    views: dict[str, ConnectionView] = {
+        connection.connection_id: connection_view(connection, inputs.catalog)
+        for connection in connections_with_readings().filter(connection_id__in=list(referenced))
+    }
+    for connection_id, provider in referenced.items():
+        if connection_id not in views:
+            views[connection_id] = unregistered_view(connection_id, provider)
+    return [
+        rules.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+        for auto_id in published_auto_ids(candidates)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

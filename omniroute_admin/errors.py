@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
+
+from omniroute_admin.middleware import too_large
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,10 @@ def install_handlers(api: NinjaAPI) -> None:
         )
         return api.create_response(request, {"detail": "Internal error."}, status=500)
 
+    def body_too_large(request: HttpRequest, exc: Any) -> HttpResponse:
+        return too_large(request)
+
+    api.add_exception_handler(RequestDataTooBig, body_too_large)
     api.add_exception_handler(OperationalError, database_unavailable)
     api.add_exception_handler(InterfaceError, database_unavailable)
     api.add_exception_handler(Exception, unexpected)

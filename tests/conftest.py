@@ -12,3 +12,12 @@ TEST_CREDENTIAL_KEY = "t1:" + Fernet.generate_key().decode()
 def _credential_key(settings: pytest.FixtureRequest) -> None:
     """Every test has a credential key unless it removes it on purpose."""
     settings.OMNIROUTE_CREDENTIAL_KEY = TEST_CREDENTIAL_KEY  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_decision_caches() -> None:
+    """Each test starts with empty per-process caches: test databases roll back, and with
+    them the change counters the caches are keyed by."""
+    from ladder.services import clear_caches
+
+    clear_caches()

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.test import Client
 
 from ladder import services
@@ -87,7 +88,8 @@ def api(
 
 
 def iso(moment: datetime | None) -> str | None:
-    """An instant as the API writes it: UTC with a `Z`."""
+    """An instant as the API writes it: UTC with a `Z`, to the millisecond (ninja's
+    encoder is Django's JSON encoder)."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return str(DjangoJSONEncoder().default(moment.astimezone(UTC)))

@@ -298,14 +298,55 @@ def _world(size: int) -> None:
 @pytest.mark.parametrize("auto_id", [SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID], ids=str)
 def test_decision_query_count_does_not_grow_with_the_pool(auto_id: object) -> None:
     _world(10)
+    services.clear_caches()
     with CaptureQueriesContext(db_connection) as small:
         services.decide_registered(auto_id, now=NOW)  # type: ignore[arg-type]
     _world(490)
+    services.clear_caches()
     with CaptureQueriesContext(db_connection) as large:
         decision = services.decide_registered(auto_id, now=NOW)  # type: ignore[arg-type]
 
+    # change counters, settings, catalog, prices, candidates, connections (no budget set:
+    # no spend query)
     assert len(small.captured_queries) == len(large.captured_queries) == 6
     assert len(decision.candidates) + len(decision.excluded) >= 500
+
+
+def test_a_cached_decision_costs_one_query_and_a_write_invalidates_it() -> None:
+    _world(20)
+    first = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW)
+    with CaptureQueriesContext(db_connection) as cached:
+        again = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=1))
+
+    make_reading("plan-a", remaining_percent=0.0, now=NOW + timedelta(seconds=2))
+    after_write = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=3))
+
+    assert len(cached.captured_queries) == 1
+    assert again is first
+    assert len(first.candidates) == 20
+    assert after_write.candidates == ()
+
+
+def test_a_cached_decision_expires_when_a_reading_goes_stale() -> None:
+    _world(1)
+    fresh = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW)
+
+    later = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=181))
+
+    assert len(fresh.candidates) == 1
+    assert later.candidates == ()
+    assert [e.reason.value for e in later.excluded if e.connection_id == "plan-a"] == [
+        "quota_stale"
+    ]
+
+
+def test_a_cached_decision_is_never_served_for_an_earlier_instant() -> None:
+    _world(1)
+    services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=5))
+
+    earlier = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=1))
+
+    assert earlier.computed_at == NOW + timedelta(seconds=1)
 
 
 def test_registered_decision_keeps_only_the_safe_plan_connection() -> None:

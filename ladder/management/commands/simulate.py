@@ -1,0 +1,247 @@
+"""`python manage.py simulate`: replay a traffic trace against simulated providers built
+from the current catalog, prices, settings and connections, under four routing policies
+(thrifty, subscription-only, cheapest-first, the original design), and write a table,
+a CSV and an HTML report.
+
+The shell loads and writes; the replay itself is the pure `ladder.simulation`. Plan
+sizes: a plan connection polled through the `simulated` adapter is sized from its
+config (`plan_size` thousands of tokens per 5-hour window, a weekly window of ten
+times that, the phase `phase_seconds / window_seconds` of a window); any other plan
+gets 1M tokens per 5 hours and 10M per week; a metered connection whose models are all
+free gets a daily cap of 1,000 requests; everything else never runs out. The simulated
+spend ledger starts empty, whatever the real ledger holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from billing import services as billing_services
+from ladder import services
+from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
+from ladder.models import Connection
+from ladder.rules import CandidateIn
+from ladder.simulation import (
+    DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS,
+    FREE_TIER_REQUESTS_PER_DAY,
+    SIMULATED_QUOTA_SOURCE,
+    WEEKLY_WINDOWS_PER_WEEK,
+    Policy,
+    RegisteredConnection,
+    Timing,
+    Trace,
+    TraceError,
+    TrafficModel,
+    World,
+    default_selections,
+    parse_trace_csv,
+    simulate_all,
+    simulated_connections,
+    synthetic_trace,
+)
+from ladder.simulation_report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
+
+# A fixed Monday, so the default trace (and the committed report) is reproducible.
+DEFAULT_START = datetime(2025, 6, 2, tzinfo=UTC)
+DEFAULT_SEED = 8
+DEFAULT_REQUESTS_PER_WEEKDAY = TrafficModel().requests_per_weekday
+# The original design's quota cache (ladder.md: a reset noticed only after this TTL).
+ORIGINAL_CACHE_TTL_SECONDS = 180.0
+PLAN_SIZING = (
+    "a simulated plan's plan_size is read as thousands of tokens per 5-hour window "
+    "(phase: phase_seconds / window_seconds of a window), any other plan "
+    f"{DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS:,} tokens; weekly windows hold "
+    f"{WEEKLY_WINDOWS_PER_WEEK} times the 5-hour size; a metered connection serving only "
+    f"free models has a daily cap of {FREE_TIER_REQUESTS_PER_DAY:,} requests; other "
+    "connections never run out"
+)
+
+
+def _start(value: str) -> datetime:
+    try:
+        start = datetime.fromisoformat(value)
+    except ValueError:
+        raise CommandError(f"--start {value!r} is not an ISO 8601 instant") from None
+    return start.replace(tzinfo=UTC) if start.utcoffset() is None else start.astimezone(UTC)
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay a traffic trace (synthetic by default, or --trace FILE.csv) against "
+        "simulated providers and compare routing policies; writes report.html and "
+        "results.csv to --out and copies the report to var/reports/latest.html."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--trace",
+            type=Path,
+            help="a CSV trace: timestamp,provider,model,input_tokens,output_tokens (an "
+            "empty provider puts a category, or nothing for any candidate, in model)",
+        )
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="synthetic trace seed")
+        parser.add_argument("--days", type=int, default=7, help="synthetic trace length")
+        parser.add_argument(
+            "--requests-per-weekday",
+            type=int,
+            default=DEFAULT_REQUESTS_PER_WEEKDAY,
+            help="synthetic trace volume (weekends carry 35 %%)",
+        )
+        parser.add_argument(
+            "--start",
+            type=_start,
+            default=DEFAULT_START,
+            help="synthetic trace start (ISO 8601, UTC if no offset)",
+        )
+        parser.add_argument(
+            "--out",
+            type=Path,
+            default=None,
+            help="directory for report.html and results.csv (default var/reports/)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        started = time.perf_counter()
+        config = services.load_config()
+        catalog = billing_services.load_catalog()
+        prices = billing_services.load_price_book()
+        candidates = services.registered_candidates()
+        if not candidates:
+            raise CommandError(
+                "No candidates are registered: run `manage.py seed_demo` or register some."
+            )
+        trace = self._trace(options, candidates)
+        # Plan windows restart on a grid anchored at midnight UTC of the first day.
+        anchor = trace.start.replace(hour=0, minute=0, second=0, microsecond=0)
+        registered = [
+            RegisteredConnection(
+                connection_id=row.connection_id,
+                provider=row.provider,
+                auth_type=row.auth_type,
+                billing=catalog.classify(row.provider, row.auth_type),
+                is_active=row.is_active,
+                quota_source=row.quota_source,
+                simulated_config=_simulated_config(row),
+            )
+            for row in Connection.objects.order_by("connection_id")
+        ]
+        try:
+            connections = simulated_connections(registered, candidates, prices, config, anchor)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        world = World(connections, tuple(candidates), prices, config)
+        timing = Timing(
+            refresh_interval_seconds=float(settings.QUOTA_REFRESH_INTERVAL_SECONDS),
+            beat_seconds=float(settings.QUOTA_BEAT_SECONDS),
+            reset_grace_seconds=float(settings.QUOTA_RESET_GRACE_SECONDS),
+            original_cache_ttl_seconds=ORIGINAL_CACHE_TTL_SECONDS,
+        )
+        self.stdout.write(
+            f"Replaying {len(trace.requests):,} requests ({trace.source} trace, "
+            f"{trace.hours / 24:.1f} days) against {len(connections)} connections and "
+            f"{len(candidates)} candidates, under {len(Policy)} policies."
+        )
+
+        def progress(policy: Policy, day: int, days: int) -> None:
+            # One line per policy, a day number as each simulated day starts.
+            if day == 1:
+                self.stdout.write(f"  {policy.value}: day", ending="")
+            self.stdout.write(f" {day}", ending="\n" if day == days else "")
+            self.stdout.flush()
+
+        results = simulate_all(world, trace, timing=timing, on_progress=progress)
+        elapsed = time.perf_counter() - started
+        self.stdout.write("")
+        self.stdout.write(format_table(results))
+        self.stdout.write("")
+        reports_dir = Path(settings.VAR_DIR) / REPORTS_DIR_NAME
+        out_dir = options["out"] or reports_dir
+        context = ReportContext(
+            trace=trace,
+            connections=connections,
+            config=config,
+            parameters=self._parameters(options, trace, timing, candidates),
+        )
+        try:
+            paths = write_report(results, context, out_dir, reports_dir)
+        except OSError as error:
+            raise CommandError(f"Cannot write the report: {error}") from None
+        self.stdout.write(f"Wrote {paths.html}, {paths.csv} and {paths.latest}.")
+        self.stdout.write(f"Simulated in {elapsed:.1f} s.")
+
+    def _trace(self, options: dict[str, Any], candidates: list[CandidateIn]) -> Trace:
+        path: Path | None = options["trace"]
+        if path is not None:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as error:
+                raise CommandError(f"Cannot read the trace {path}: {error}") from None
+            try:
+                return parse_trace_csv(text, candidates)
+            except TraceError as error:
+                raise CommandError(f"{path}: {error}") from None
+        try:
+            model = TrafficModel(
+                days=options["days"], requests_per_weekday=options["requests_per_weekday"]
+            )
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        return synthetic_trace(
+            options["start"], default_selections(candidates), model, seed=options["seed"]
+        )
+
+    @staticmethod
+    def _parameters(
+        options: dict[str, Any], trace: Trace, timing: Timing, candidates: list[CandidateIn]
+    ) -> dict[str, str]:
+        if options["trace"] is not None:
+            source = {"trace": str(options["trace"])}
+        else:
+            mix = default_selections(candidates)
+            total = sum(weight for _, weight in mix)
+            source = {
+                "synthetic trace": (
+                    f"seed {options['seed']}, {options['days']} days from "
+                    f"{options['start']:%Y-%m-%d}, {options['requests_per_weekday']:,} "
+                    "requests per weekday (weekends 35 %), diurnal; tokens lognormal "
+                    "around 6,000 in / 600 out"
+                ),
+                "traffic mix": ", ".join(
+                    f"{selection.label} {100 * weight / total:.0f} %" for selection, weight in mix
+                ),
+            }
+        return {
+            **source,
+            "refresh interval / beat / reset grace": (
+                f"{timing.refresh_interval_seconds:g} s / {timing.beat_seconds:g} s / "
+                f"{timing.reset_grace_seconds:g} s"
+            ),
+            "original design's cache TTL": f"{timing.original_cache_ttl_seconds:g} s",
+            "trace span": f"{trace.hours:.1f} h",
+            "plan sizing": PLAN_SIZING,
+        }
+
+
+def _simulated_config(row: Connection) -> object | None:
+    """The decrypted JSON config of a plan polled through the simulated adapter."""
+    if row.quota_source != SIMULATED_QUOTA_SOURCE or not row.credential_ciphertext:
+        return None
+    try:
+        plaintext = decrypt_credential(row.credential_ciphertext)
+    except (CredentialKeyMissing, CredentialDecryptError) as error:
+        raise CommandError(
+            f"Cannot read the simulated config of {row.connection_id}: {error}"
+        ) from None
+    if not plaintext.strip():
+        return None
+    try:
+        return json.loads(plaintext)
+    except ValueError:
+        raise CommandError(f"The simulated config of {row.connection_id} is not JSON.") from None

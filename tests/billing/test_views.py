@@ -1,0 +1,394 @@
+"""The catalog and price pages: inline create, edit and delete with validation,
+conflicts and audit history; the price list with tiers, and the price file upload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
+from ladder import views
+from ladder.models import LadderSettings
+from tests.e2e.pages import Element, parse
+from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
+from tests.ladder.factories import NOW
+
+pytestmark = pytest.mark.django_db
+
+PRICE_FILE = Path(__file__).parent / "data" / "prices_small.json"
+
+
+@pytest.fixture(autouse=True)
+def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "current_time", lambda: NOW)
+
+
+@pytest.fixture
+def demo() -> None:
+    seed_demo_world(NOW, history=False)
+
+
+@pytest.fixture
+def operator(client: Client) -> Client:
+    return signed_in(client, "olga", "operator")
+
+
+def _entry(provider: str, auth_type: str | None = None) -> BillingCatalogEntry:
+    return BillingCatalogEntry.objects.get(provider=provider, auth_type=auth_type)
+
+
+def _catalog_row(page: Element, entry: BillingCatalogEntry) -> list[str]:
+    return [cell.text for cell in page.by_id(f"entry-{entry.pk}").by_tag("td")]
+
+
+def _entry_data(**fields: Any) -> dict[str, Any]:
+    data = {
+        "provider": "mistral",
+        "auth_type": "apikey",
+        "billing": "metered",
+        "overage": "meters-to-paid",
+        "reason": "La Plateforme keys bill per token.",
+    }
+    data.update(fields)
+    return data
+
+
+def _field_errors(page: Element) -> list[str]:
+    return [error.text for error in page.by_class("field-error")]
+
+
+# --- catalog ------------------------------------------------------------------------------
+
+
+def test_catalog_lists_entries_with_the_connections_each_decides(demo: None, operator: Client) -> None:
+    page = parse(operator.get("/catalog/").content)
+
+    row = _catalog_row(page, _entry("claude", "oauth"))
+
+    assert row[:4] == ["claude", "oauth", "subscription", "hard-stop"]
+    assert row[4].startswith("Pro/Max plan windows refuse past the limit until reset History (0)")
+    assert row[5] == "claude-max-1, claude-max-2"
+
+
+def test_catalog_notes_that_uncurated_providers_count_as_metered(demo: None, operator: Client) -> None:
+    page = parse(operator.get("/catalog/").content)
+
+    assert "Uncurated is not free: a provider with no entry counts as metered" in page.text
+    assert page.by_class("note-warn")[0].text == (
+        "1 connection matches no entry and counts as metered: anthropic-key."
+    )
+
+
+def test_catalog_create_adds_an_audited_entry(operator: Client) -> None:
+    response = operator.post("/catalog/create/", _entry_data(), headers=htmx_headers("catalog-table"))
+
+    entry = _entry("mistral", "apikey")
+    assert response.status_code == 200
+    assert (entry.billing, entry.overage, entry.updated_by, entry.version) == (
+        "metered",
+        "meters-to-paid",
+        "olga",
+        1,
+    )
+    audit = AuditEntry.objects.get(target_type="catalog", target_id=str(entry.pk))
+    assert (audit.action, audit.actor, audit.before) == ("create", "olga", None)
+    assert parse(response.content).by_class("notice")[0].text == "Created mistral/apikey."
+
+
+def test_catalog_create_without_javascript_redirects_to_the_entry(operator: Client) -> None:
+    response = operator.post("/catalog/create/", _entry_data(auth_type=""))
+
+    entry = _entry("mistral")
+    assert (response.status_code, response["Location"]) == (302, f"/catalog/#entry-{entry.pk}")
+
+
+def test_catalog_create_shows_field_messages_and_creates_nothing(operator: Client) -> None:
+    before = BillingCatalogEntry.objects.count()
+
+    response = operator.post(
+        "/catalog/create/", _entry_data(reason="", billing="free"), headers=htmx_headers("catalog-table")
+    )
+
+    assert response.status_code == 422
+    assert _field_errors(parse(response.content)) == [
+        "Select a valid choice. free is not one of the available choices.",
+        "This field is required.",
+    ]
+    assert BillingCatalogEntry.objects.count() == before
+
+
+def test_catalog_refuses_an_entry_for_the_no_auth_path(operator: Client) -> None:
+    response = operator.post("/catalog/create/", _entry_data(auth_type="none"))
+
+    assert response.status_code == 422
+    assert _field_errors(parse(response.content)) == [
+        "The no-auth path ('none') is keyless by rule and never consults the catalog."
+    ]
+
+
+def test_catalog_duplicate_is_a_plain_conflict(operator: Client) -> None:
+    before = list(BillingCatalogEntry.objects.values())
+
+    response = operator.post(
+        "/catalog/create/",
+        _entry_data(provider="claude", auth_type="oauth"),
+        headers=htmx_headers("catalog-table"),
+    )
+
+    assert response.status_code == 409
+    assert parse(response.content).by_class("notice")[0].text == (
+        "An entry for provider 'claude' with auth type 'oauth' exists already."
+    )
+    assert list(BillingCatalogEntry.objects.values()) == before
+
+
+def test_catalog_edit_form_carries_the_version_it_was_loaded_at(demo: None, operator: Client) -> None:
+    entry = _entry("openai")
+
+    page = parse(operator.get(f"/catalog/?edit={entry.pk}").content)
+
+    form = page.by_id(f"entry-{entry.pk}").by_tag("form")[0]
+    fields = {e.attrs["name"]: e.attrs.get("value") for e in form.by_tag("input")}
+    assert fields["version"] == "1"
+    assert fields["provider"] == "openai"
+    assert form.attrs["action"] == f"/catalog/{entry.pk}/update/"
+
+
+def test_catalog_update_saves_over_the_loaded_version_and_audits(demo: None, operator: Client) -> None:
+    entry = _entry("openai")
+    data = _entry_data(provider="openai", auth_type="", billing="subscription", overage="hard-stop",
+                       reason="Pretend plan.", version="1")  # fmt: skip
+
+    response = operator.post(f"/catalog/{entry.pk}/update/", data, headers=htmx_headers("catalog-table"))
+
+    entry.refresh_from_db()
+    assert response.status_code == 200
+    assert (entry.billing, entry.overage, entry.version, entry.updated_by) == (
+        "subscription",
+        "hard-stop",
+        2,
+        "olga",
+    )
+    history = parse(response.content).by_id(f"entry-{entry.pk}").by_class("history")[0]
+    assert [li.text for li in history.by_tag("li")][0].endswith(
+        "olga update: billing: metered → subscription; overage: meters-to-paid → hard-stop; "
+        "reason: API keys bill per token. → Pretend plan."
+    )
+
+
+def test_catalog_update_over_a_newer_version_is_refused(demo: None, operator: Client) -> None:
+    entry = _entry("openai")
+    BillingCatalogEntry.objects.filter(pk=entry.pk).update(version=3, updated_by="mallory")
+    before = list(BillingCatalogEntry.objects.values())
+
+    response = operator.post(
+        f"/catalog/{entry.pk}/update/",
+        _entry_data(provider="openai", auth_type="", version="1"),
+        headers=htmx_headers("catalog-table"),
+    )
+
+    assert response.status_code == 409
+    assert parse(response.content).by_class("notice")[0].text == (
+        "This entry was changed by mallory since you loaded it (version 3, yours 1); "
+        "reload and retry."
+    )
+    assert list(BillingCatalogEntry.objects.values()) == before
+
+
+def test_catalog_update_into_a_duplicate_is_a_conflict(demo: None, operator: Client) -> None:
+    entry = _entry("openai")
+
+    response = operator.post(
+        f"/catalog/{entry.pk}/update/",
+        _entry_data(provider="groq", auth_type="", version="1"),
+        headers=htmx_headers("catalog-table"),
+    )
+
+    assert response.status_code == 409
+    assert "A provider-wide entry for 'groq' exists already." in parse(response.content).text
+    assert _entry("openai").version == 1
+
+
+def test_catalog_update_of_a_deleted_entry_says_so(operator: Client) -> None:
+    response = operator.post("/catalog/999999/update/", _entry_data(version="1"))
+
+    assert response.status_code == 404
+    assert parse(response.content).by_class("notice")[0].text == (
+        "That entry was deleted meanwhile; nothing was saved."
+    )
+
+
+def test_catalog_delete_asks_first_then_deletes_and_audits(demo: None, operator: Client) -> None:
+    entry = _entry("groq")
+
+    confirm = parse(operator.get(f"/catalog/?delete={entry.pk}").content)
+    assert "Delete the entry for groq/*? The 1 connection it decides fall back" in confirm.text
+    assert BillingCatalogEntry.objects.filter(pk=entry.pk).exists()
+
+    response = operator.post(f"/catalog/{entry.pk}/delete/", headers=htmx_headers("catalog-table"))
+
+    assert response.status_code == 200
+    assert not BillingCatalogEntry.objects.filter(pk=entry.pk).exists()
+    audit = AuditEntry.objects.get(target_type="catalog", target_id=str(entry.pk), action="delete")
+    assert (audit.actor, audit.before["provider"], audit.after) == ("olga", "groq", None)
+    assert "deleted entry" in parse(response.content).by_class("deleted")[0].text
+
+
+def test_a_catalog_edit_changes_the_verdict_and_the_pool(demo: None, operator: Client) -> None:
+    entry = _entry("openai")
+    operator.post(
+        f"/catalog/{entry.pk}/update/",
+        _entry_data(provider="openai", auth_type="", billing="subscription", overage="hard-stop",
+                    version="1"),  # fmt: skip
+    )
+
+    connections = parse(operator.get("/connections/").content)
+    pools = parse(operator.get("/pools/?auto_id=auto/thrifty").content)
+
+    row = connections.find_all(lambda e: e.attrs.get("data-connection") == "openai-key")[0]
+    assert row.by_tag("td")[1].text == "subscription overage hard-stop entry openai/*"
+    first_rung = pools.by_class("pool-rung")[0]
+    assert first_rung.by_class("rung-name")[0].text == "subscription"
+    assert [li.text for li in first_rung.by_tag("li")] == [
+        "claude/claude-sonnet-4-5 via claude-max-1",
+        "cursor/cursor-fast via cursor-pro",
+        "openai/gpt-4o-mini via openai-key",
+        "openai/gpt-4o via openai-key",
+    ]
+
+
+# --- prices ---------------------------------------------------------------------------------
+
+
+def _price_rows(page: Element) -> list[list[str]]:
+    rows = page.by_class("prices")[0].by_tag("tbody")[0].by_tag("tr")
+    return [[cell.text for cell in row.by_tag("td")][:5] for row in rows]
+
+
+def test_prices_list_shows_each_computed_tier(demo: None, operator: Client) -> None:
+    page = parse(operator.get("/prices/").content)
+
+    assert _price_rows(page) == [
+        ["claude", "claude-sonnet-4-5", "3", "15", "premium"],
+        ["groq", "* every other model", "0", "0", "free"],
+        ["ollama", "* every other model", "0", "0", "free"],
+        ["openai", "gpt-4o", "2.5000", "10", "premium"],
+        ["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"],
+    ]
+
+
+def test_price_tier_follows_the_cheap_boundary(demo: None, operator: Client) -> None:
+    LadderSettings.objects.filter(pk=1).update(cheap_max_input_usd_per_mtok="3")
+
+    tiers = [row[4] for row in _price_rows(parse(operator.get("/prices/").content))]
+
+    assert tiers == ["cheap", "free", "free", "cheap", "cheap"]
+
+
+def test_price_search_filters_by_provider_or_model(demo: None, operator: Client) -> None:
+    rows = _price_rows(parse(operator.get("/prices/?q=mini").content))
+
+    assert rows == [["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"]]
+
+
+def test_price_edit_saves_an_override_and_audits(demo: None, operator: Client) -> None:
+    price = ModelPrice.objects.get(provider="openai", model="gpt-4o")
+    data = {"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "2.5",
+            "output_usd_per_mtok": "10", "tier_override": "cheap"}  # fmt: skip
+
+    response = operator.post(
+        f"/prices/save/?edit={price.pk}", data, headers=htmx_headers("price-table")
+    )
+
+    price.refresh_from_db()
+    assert (response.status_code, price.tier_override, price.updated_by) == (200, "cheap", "olga")
+    assert AuditEntry.objects.filter(target_type="price", target_id=str(price.pk), action="update").count() == 1
+
+
+def test_price_with_a_negative_number_is_refused(demo: None, operator: Client) -> None:
+    before = list(ModelPrice.objects.values())
+    data = {"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "-1",
+            "output_usd_per_mtok": "10", "tier_override": ""}  # fmt: skip
+
+    response = operator.post("/prices/save/", data, headers=htmx_headers("price-table"))
+
+    assert response.status_code == 422
+    assert _field_errors(parse(response.content)) == [
+        "Ensure this value is greater than or equal to 0."
+    ]
+    assert list(ModelPrice.objects.values()) == before
+
+
+def test_price_delete_asks_first_then_deletes(demo: None, operator: Client) -> None:
+    price = ModelPrice.objects.get(provider="openai", model="gpt-4o")
+
+    confirm = parse(operator.get(f"/prices/?delete={price.pk}").content)
+    assert "Delete the price of openai/gpt-4o?" in confirm.text
+
+    response = operator.post(f"/prices/{price.pk}/delete/", headers=htmx_headers("price-table"))
+
+    assert response.status_code == 200
+    assert not ModelPrice.objects.filter(pk=price.pk).exists()
+
+
+def test_price_file_upload_imports_and_reports_counts(operator: Client) -> None:
+    upload = SimpleUploadedFile("model_prices.json", PRICE_FILE.read_bytes())
+
+    response = operator.post(
+        "/prices/import/",
+        {"file": upload, "provider_map": "anthropic=claude"},
+        headers=htmx_headers("price-import"),
+    )
+
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "prices-changed"
+    assert parse(response.content).by_class("notice-success")[0].text == (
+        "Imported: 3 created, 0 updated, 0 unchanged, 1 skipped (not chat models, or unpriced)."
+    )
+    assert sorted(ModelPrice.objects.values_list("provider", "model")) == [
+        ("claude", "claude-sonnet-4-5"),
+        ("openai", "gpt-4o"),
+        ("openai", "gpt-4o-mini"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"{not json", "prices.json is not valid JSON: "),
+        (
+            b'{"m": {"mode": "chat", "litellm_provider": "x", "input_cost_per_token": -1,'
+            b' "output_cost_per_token": 0}}',
+            "prices.json: m: input_cost_per_token must not be negative, got -1. "
+            "Nothing was imported.",
+        ),
+        (b"[1, 2]", "prices.json: The price file must be a JSON object keyed by model name."),
+    ],
+    ids=["not-json", "negative-price", "not-an-object"],
+)
+def test_a_broken_price_file_shows_the_error_and_changes_nothing(
+    demo: None, operator: Client, content: bytes, error: str
+) -> None:
+    before = list(ModelPrice.objects.values())
+
+    response = operator.post(
+        "/prices/import/",
+        {"file": SimpleUploadedFile("prices.json", content)},
+        headers=htmx_headers("price-import"),
+    )
+
+    assert response.status_code == 422
+    assert parse(response.content).by_class("notice-error")[0].text.startswith(error)
+    assert list(ModelPrice.objects.values()) == before
+
+
+def test_price_import_form_reports_upload_progress(operator: Client) -> None:
+    form = parse(operator.get("/prices/").content).by_id("price-import").by_tag("form")[0]
+
+    assert "data-upload-progress" in form.attrs
+    assert form.attrs["hx-encoding"] == "multipart/form-data"
+    assert len(form.by_tag("progress")) == 1

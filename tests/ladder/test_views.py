@@ -1,0 +1,568 @@
+"""The ladder's dashboard pages: what each shows on the demo world, at a pinned `now`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from billing.models import AuditEntry
+from ladder import views
+from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
+from ladder.tokens import hash_secret
+from tests.e2e.pages import parse
+from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
+from tests.ladder.factories import NOW, make_connection, make_reading
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "current_time", lambda: NOW)
+
+
+@pytest.fixture
+def demo() -> None:
+    seed_demo_world(NOW, history=False)
+
+
+@pytest.fixture
+def operator(client: Client) -> Client:
+    return signed_in(client, "olga", "operator")
+
+
+@pytest.fixture
+def viewer(client: Client) -> Client:
+    return signed_in(client, "victor", "viewer")
+
+
+def _row(page: Any, connection_id: str) -> Any:
+    rows = page.find_all(lambda e: e.tag == "tr" and e.attrs.get("data-connection") == connection_id)
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _cells(row: Any) -> list[str]:
+    return [cell.text for cell in row.by_tag("td")]
+
+
+# --- overview ------------------------------------------------------------------------------
+
+
+def test_overview_counts_usable_and_excluded_connections_per_rung(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    cards = page.by_class("rung-card")
+
+    assert [card.by_tag("h2")[0].text for card in cards] == [
+        "subscription",
+        "keyless",
+        "free",
+        "cheap",
+        "premium",
+    ]
+    assert [
+        (card.by_class("count-usable")[0].text, card.by_class("count-excluded")[0].text)
+        for card in cards
+    ] == [
+        ("2 usable", "2 excluded"),
+        ("1 usable", "0 excluded"),
+        ("0 usable", "1 excluded"),
+        ("1 usable", "0 excluded"),
+        ("2 usable", "0 excluded"),
+    ]
+
+
+def test_overview_shows_paid_rung_spend_against_budget(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    budgets = [budget.by_class("budget-label")[0].text for budget in page.by_class("budget")]
+
+    assert budgets == ["cheap 1.84 USD of 5.00", "premium 10.35 USD of 20.00"]
+
+
+def test_overview_explains_a_budget_of_zero_and_no_budget(demo: None, viewer: Client) -> None:
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=None, premium_budget_usd=0)
+
+    page = parse(viewer.get("/").content)
+
+    states = [budget.by_class("budget-state")[0].text for budget in page.by_class("budget")]
+    assert states == ["No budget: ordered, never gated.", "Budget 0: the rung is disabled."]
+
+
+def test_overview_has_no_stale_banner_while_readings_are_fresh(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    assert page.by_class("banner") == []
+    assert "4 of 4 have a reading" in page.by_id("ladder-status").text
+
+
+def test_overview_says_since_when_readings_are_stale(
+    demo: None, viewer: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The newest polled reading is 20 s before NOW; max age 180 s: stale from NOW + 160 s.
+    monkeypatch.setattr(views, "current_time", lambda: NOW + timedelta(minutes=10))
+
+    page = parse(viewer.get("/").content)
+
+    banner = page.by_class("banner")[0]
+    assert banner.text.startswith("Readings stale since 2026-11-29 12:02:40 UTC.")
+    assert "is the worker or the broker down?" in banner.text
+
+
+def test_overview_shows_the_next_reset(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    resets = page.find_all(
+        lambda e: e.tag == "time" and e.attrs.get("datetime") == "2026-11-29T12:37:00+00:00"
+    )
+    assert [element.text for element in resets] == ["in 37 min"]
+
+
+def test_overview_says_an_empty_subscription_pool_is_intended(viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    facts = page.by_class("facts")[0].text
+    assert "auto/subscription empty: no plan quota is verified usable now." in facts
+
+
+# --- connections ---------------------------------------------------------------------------
+
+
+def test_connections_row_shows_verdict_entry_rung_quota_hysteresis_and_reading(
+    demo: None, viewer: Client
+) -> None:
+    page = parse(viewer.get("/connections/").content)
+
+    cells = _cells(_row(page, "codex-plus"))
+
+    assert cells == [
+        "codex-plus ChatGPT Plus (Codex) codex · oauth",
+        "subscription overage hard-stop entry codex/oauth",
+        "subscription",
+        "3.5 % left resets in 37 min",
+        "dropped out since 3 min ago 1.0 % left, at or below the exit cutoff of 2 %",
+        "none",
+        "20 s ago via simulated",
+    ]
+
+
+def test_connections_links_the_catalog_entry_that_decided_the_verdict(
+    demo: None, viewer: Client
+) -> None:
+    page = parse(viewer.get("/connections/").content)
+
+    links = [a.attrs["href"] for a in _row(page, "groq-key").by_tag("a")]
+
+    assert links[1].startswith("/catalog/#entry-")
+    assert "entry groq/*" in _row(page, "groq-key").text
+
+
+def test_connections_marks_uncurated_cooldown_and_quota_error(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/connections/").content)
+
+    assert "no entry: uncurated, counts as metered" in _row(page, "anthropic-key").text
+    assert "cooling down until 12:01:35 UTC, in 1 min 35 s" in _row(page, "groq-key").text
+    assert "quota error 401 from the usage endpoint" in _row(page, "cursor-pro").text
+
+
+def test_connections_rung_of_a_metered_key_comes_from_its_models(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/connections/").content)
+
+    assert _cells(_row(page, "openai-key"))[2] == "cheap premium by model tier"
+
+
+def test_connections_quota_bar_marks_fill_and_both_thresholds(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/connections/").content)
+
+    bar = _row(page, "claude-max-1").by_class("quota-bar")[0]
+
+    assert bar.by_class("bar-fill")[0].attrs["width"] == "64"
+    assert bar.by_class("mark-exit")[0].attrs["x1"] == "2.0"
+    assert bar.by_class("mark-floor")[0].attrs["x1"] == "5.0"
+
+
+def test_connections_search_filters_rows(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/connections/?q=claude").content)
+
+    shown = [row.attrs["data-connection"] for row in page.find_all(lambda e: "data-connection" in e.attrs)]
+    assert shown == ["anthropic-key", "claude-max-1", "claude-max-2"]
+
+
+def test_connections_page_past_the_end_shows_the_last_page(demo: None, viewer: Client) -> None:
+    response = viewer.get("/connections/?page=99")
+
+    assert response.status_code == 200
+
+
+def test_refresh_of_a_connection_without_quota_source_says_why(demo: None, operator: Client) -> None:
+    response = operator.post("/connections/groq-key/refresh/", headers=htmx_headers("refresh-notice"))
+
+    assert response.status_code == 409
+    notice = parse(response.content).by_id("refresh-notice")
+    assert notice.text.startswith("Connection 'groq-key' has no quota source")
+
+
+def test_refresh_when_the_broker_is_down_says_nothing_was_queued(
+    demo: None, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ladder import tasks
+
+    def broker_down(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionRefusedError
+
+    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", broker_down)
+
+    response = operator.post(
+        "/connections/claude-max-1/refresh/", headers=htmx_headers("refresh-notice")
+    )
+
+    assert response.status_code == 503
+    assert "The task broker is down: nothing was queued." in parse(response.content).text
+
+
+def test_refresh_queues_a_poll(
+    demo: None, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ladder import tasks
+
+    queued: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        tasks.refresh_connection_task, "apply_async", lambda **kwargs: queued.append(kwargs)
+    )
+
+    response = operator.post(
+        "/connections/claude-max-1/refresh/", headers=htmx_headers("refresh-notice")
+    )
+
+    assert response.status_code == 202
+    assert [call["kwargs"]["connection_id"] for call in queued] == ["claude-max-1"]
+
+
+def test_refresh_without_javascript_redirects_with_the_message(
+    demo: None, operator: Client
+) -> None:
+    response = operator.post("/connections/groq-key/refresh/", follow=True)
+
+    assert response.redirect_chain == [("/connections/", 302)]
+    messages = parse(response.content).by_class("messages")[0].text
+    assert messages.startswith("Connection 'groq-key' has no quota source")
+
+
+# --- connection detail -----------------------------------------------------------------------
+
+
+def test_detail_chart_plots_the_day_of_readings_and_marks_transitions(viewer: Client) -> None:
+    make_connection("claude-max-1")
+    for minutes, remaining in ((300, 40.0), (200, 1.0), (100, 3.0), (50, 80.0)):
+        make_reading(remaining_percent=remaining, now=NOW - timedelta(minutes=minutes))
+    make_reading(remaining_percent=60.0, now=NOW - timedelta(hours=30))  # outside the day
+
+    page = parse(viewer.get("/connections/claude-max-1/").content)
+
+    chart = page.by_class("chart")[0]
+    assert [point.by_tag("title")[0].text for point in chart.by_class("chart-point")] == [
+        "07:00:00 UTC: 40 % left (SAFE)",
+        "08:40:00 UTC: 1 % left (SAFE)",
+        "10:20:00 UTC: 3 % left (SAFE)",
+        "11:10:00 UTC: 80 % left (SAFE)",
+    ]
+    assert [mark.attrs["class"] for mark in chart.by_class("chart-transition")] == [
+        "chart-transition transition-in_play",
+        "chart-transition transition-dropped_out",
+    ]
+    assert [" ".join(_cells(row)) for row in page.by_tag("tbody")[0].by_tag("tr")] == [
+        "2026-11-29 11:10:00 in play 80.0 % left, above the re-entry floor of 5 %",
+        "2026-11-29 08:40:00 dropped out 1.0 % left, at or below the exit cutoff of 2 %",
+    ]
+
+
+def test_detail_of_an_unknown_connection_is_404(viewer: Client) -> None:
+    assert viewer.get("/connections/nobody/").status_code == 404
+
+
+# --- pools ---------------------------------------------------------------------------------
+
+
+def test_pools_lists_every_published_auto_id(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/").content)
+
+    tabs = [tab.by_tag("code")[0].text for tab in page.by_class("tab")]
+
+    assert tabs == [
+        "auto/subscription",
+        "auto/thrifty",
+        "auto/chat:subscription",
+        "auto/chat:thrifty",
+        "auto/coding:subscription",
+        "auto/coding:thrifty",
+        "auto/reasoning:subscription",
+        "auto/reasoning:thrifty",
+    ]
+
+
+def test_pools_groups_the_thrifty_pool_by_rung_in_order(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/?auto_id=auto/thrifty").content)
+
+    groups = [
+        (group.by_class("rung-name")[0].text, [li.text for li in group.by_tag("li")])
+        for group in page.by_class("pool-rung")
+    ]
+
+    assert groups == [
+        (
+            "subscription",
+            [
+                "claude/claude-sonnet-4-5 via claude-max-1",
+                "cursor/cursor-fast via cursor-pro",
+            ],
+        ),
+        ("keyless", ["ollama/llama3.1 via ollama-local"]),
+        ("cheap", ["openai/gpt-4o-mini via openai-key"]),
+        (
+            "premium",
+            ["claude/claude-sonnet-4-5 via anthropic-key", "openai/gpt-4o via openai-key"],
+        ),
+    ]
+
+
+def test_pools_shows_each_exclusion_with_its_reason_sentence(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/?auto_id=auto/thrifty").content)
+
+    rows = [" ".join(_cells(row)) for row in page.by_class("excluded")[0].by_tag("tr")[1:]]
+
+    assert rows == [
+        "claude-max-2 claude/claude-sonnet-4-5 subscription quota_exhausted "
+        "1.5 % left, at or below the exit cutoff of 2 %",
+        "codex-plus codex/gpt-5-codex subscription below_reentry "
+        "3.5 % left, re-entry needs more than 5 %",
+        "groq-key groq/llama-3.3-70b free cooling_down "
+        "Cooling down until 2026-11-29T12:01:35+00:00 (95 s from now)",
+    ]
+
+
+def test_pools_of_a_category_composite(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/?auto_id=auto/reasoning:subscription").content)
+
+    entries = [li.text for li in page.by_class("pool-entries")[0].by_tag("li")]
+    assert page.by_class("pool-head")[0].by_tag("h2")[0].text == "auto/reasoning:subscription"
+    assert entries == ["claude/claude-sonnet-4-5 via claude-max-1"]
+
+
+def test_pools_says_an_unpublished_category_is_not_published(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/?auto_id=auto/vision:thrifty").content)
+
+    assert page.by_id("pool-table").by_class("notice")[0].text == (
+        "auto/vision:thrifty is not published: no registered candidate lists its category."
+    )
+    assert page.by_class("pool-head")[0].by_tag("h2")[0].text == "auto/subscription"
+
+
+def test_empty_subscription_pool_is_the_intended_answer(viewer: Client) -> None:
+    page = parse(viewer.get("/pools/").content)
+
+    assert page.by_class("empty-pool")[0].text.startswith("Empty pool. No plan connection")
+
+
+# --- settings ------------------------------------------------------------------------------
+
+VALID_SETTINGS = {
+    "exit_cutoff_percent": "3",
+    "reentry_min_remaining_percent": "8",
+    "cheap_budget_usd": "",
+    "premium_budget_usd": "0",
+    "budget_window": "week",
+    "max_state_age_seconds": "240",
+    "base_cooldown_seconds": "2",
+    "max_cooldown_seconds": "60",
+    "cheap_max_input_usd_per_mtok": "0.5",
+}
+
+
+def test_settings_form_has_no_enabled_flag(viewer: Client, operator: Client) -> None:
+    page = parse(operator.get("/settings/").content)
+
+    names = [
+        element.attrs.get("name")
+        for element in page.find_all(lambda e: e.tag in ("input", "select", "textarea"))
+    ]
+    assert "enabled" not in names
+    assert {name for name in names if name and not name.startswith("csrf")} == set(VALID_SETTINGS)
+
+
+def test_settings_update_saves_every_field_and_audits_it(operator: Client) -> None:
+    response = operator.post("/settings/update/", VALID_SETTINGS, headers=htmx_headers("settings-form"))
+
+    assert response.status_code == 200
+    row = LadderSettings.objects.get(pk=1)
+    assert (
+        row.exit_cutoff_percent,
+        row.reentry_min_remaining_percent,
+        row.cheap_budget_usd,
+        row.premium_budget_usd,
+        row.budget_window,
+        row.max_state_age_seconds,
+        row.base_cooldown_seconds,
+        row.max_cooldown_seconds,
+        row.cheap_max_input_usd_per_mtok,
+        row.updated_by,
+    ) == (3.0, 8.0, None, Decimal(0), "week", 240, 2.0, 60.0, Decimal("0.5"), "olga")
+    assert AuditEntry.objects.filter(target_type="settings", actor="olga").count() == 1
+    assert parse(response.content).by_class("notice")[0].text == "Settings saved."
+
+
+def test_settings_errors_are_listed_by_field_and_nothing_changes(operator: Client) -> None:
+    before = list(LadderSettings.objects.values())
+    bad = {
+        **VALID_SETTINGS,
+        "exit_cutoff_percent": "101",
+        "base_cooldown_seconds": "0",
+        "cheap_budget_usd": "-1",
+    }
+
+    response = operator.post("/settings/update/", bad, headers=htmx_headers("settings-form"))
+
+    assert response.status_code == 422
+    summary = [li.text for li in parse(response.content).by_class("error-summary")[0].by_tag("li")]
+    assert summary == [
+        "Exit cutoff (%): Ensure this value is less than or equal to 100.",
+        "Cheap rung budget (USD): Ensure this value is greater than or equal to 0.",
+        "Cooldown base (s): Must be greater than 0.",
+    ]
+    assert list(LadderSettings.objects.values()) == before
+
+
+def test_settings_band_marks_the_effective_floor_when_reentry_is_below_the_cutoff(
+    viewer: Client,
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(
+        exit_cutoff_percent=4.0, reentry_min_remaining_percent=1.0
+    )
+
+    page = parse(viewer.get("/settings/").content)
+
+    band = page.by_class("band")[0]
+    assert band.by_tag("title")[0].text == (
+        "Exit at or below 4 %, re-entry above 4 % (configured 1 %, raised to the cutoff)"
+    )
+    assert len(band.by_class("mark-configured")) == 1
+    assert "the effective floor is the cutoff, 4 % (no gap)" in page.by_class("band-legend")[0].text
+
+
+def test_settings_explains_budgets(viewer: Client) -> None:
+    page = parse(viewer.get("/settings/").content)
+
+    assert "0 disables the rung outright; an empty budget means no budget" in page.text
+
+
+def test_settings_shows_values_read_only_to_a_viewer(viewer: Client) -> None:
+    page = parse(viewer.get("/settings/").content)
+
+    assert page.by_tag("input") == page.find_all(
+        lambda e: e.tag == "input" and e.attrs.get("name") == "csrfmiddlewaretoken"
+    )
+    facts = page.by_class("facts")[0]
+    assert [(dt.text, dd.text) for dt, dd in zip(facts.by_tag("dt"), facts.by_tag("dd"), strict=True)][:2] == [
+        ("Exit cutoff", "2 %"),
+        ("Re-entry floor", "5 %"),
+    ]
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+def test_token_create_shows_the_secret_once(operator: Client) -> None:
+    response = operator.post(
+        "/tokens/create/", {"name": "edge-1", "scope": "gateway"}, headers=htmx_headers("token-table")
+    )
+
+    secret = parse(response.content).by_id("new-token-secret").text
+    token = ApiToken.objects.get()
+    assert (response.status_code, token.name, token.scope, token.created_by) == (
+        201,
+        "edge-1",
+        "gateway",
+        "olga",
+    )
+    assert token.secret_hash == hash_secret(secret)
+    assert "no-store" in response["Cache-Control"]
+    assert secret not in operator.get("/tokens/").content.decode()
+
+
+def test_token_list_shows_name_scope_prefix_and_state(operator: Client) -> None:
+    operator.post("/tokens/create/", {"name": "edge-1", "scope": "operator"})
+    token = ApiToken.objects.get()
+
+    row = parse(operator.get("/tokens/").content).by_id(f"token-{token.pk}")
+
+    cells = [cell.text for cell in row.by_tag("td")]
+    assert cells[:3] == ["edge-1", "operator", f"{token.prefix}…"]
+    assert cells[4:6] == ["never", "live"]
+
+
+def test_token_revoke_asks_first_then_revokes(operator: Client) -> None:
+    operator.post("/tokens/create/", {"name": "edge-1", "scope": "gateway"})
+    token = ApiToken.objects.get()
+
+    confirm = parse(operator.get(f"/tokens/?revoke={token.pk}").content)
+    assert "Revoke “edge-1”? Gateways using it get 401 at once." in confirm.text
+    assert ApiToken.objects.get().revoked_at is None
+
+    response = operator.post(f"/tokens/{token.pk}/revoke/", headers=htmx_headers("token-table"))
+
+    assert response.status_code == 200
+    assert ApiToken.objects.get().revoked_at is not None
+    assert parse(response.content).by_id(f"token-{token.pk}").by_class("flag-error")[0].text == (
+        "revoked"
+    )
+
+
+def test_token_with_an_empty_name_is_refused(operator: Client) -> None:
+    response = operator.post("/tokens/create/", {"name": "  ", "scope": "gateway"})
+
+    assert response.status_code == 422
+    assert ApiToken.objects.count() == 0
+
+
+# --- sign in -------------------------------------------------------------------------------
+
+
+def test_sign_in_with_username_and_password_lands_on_the_overview(client: Client) -> None:
+    from tests.e2e.worlds import PASSWORD, make_user
+
+    make_user("olga", "operator")
+
+    response = client.post("/accounts/login/", {"username": "olga", "password": PASSWORD})
+
+    assert (response.status_code, response["Location"]) == (302, "/")
+
+
+def test_sign_out_is_a_post(operator: Client) -> None:
+    assert operator.get("/accounts/logout/").status_code == 405
+
+    response = operator.post("/accounts/logout/")
+
+    assert (response.status_code, response["Location"]) == (302, "/accounts/login/")
+    assert operator.get("/").status_code == 302
+
+
+def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
+    page = parse(viewer.get("/").content)
+
+    nav = [a.text for a in page.by_class("main-nav")[0].by_tag("a")]
+    assert nav == ["Overview", "Connections", "Pools", "Catalog", "Prices", "Settings", "API tokens"]
+    assert page.by_class("who")[0].text == "victor viewer Sign out"
+
+
+def test_readings_never_read_show_as_such(viewer: Client) -> None:
+    make_connection("fresh-1")
+
+    row = _row(parse(viewer.get("/connections/").content), "fresh-1")
+
+    assert _cells(row)[3:7] == ["never read", "in play since: none never read", "none", "none"]
+    assert QuotaReading.objects.count() == 0
+    assert Connection.objects.count() == 1
