@@ -84,20 +84,20 @@ def main() -> None:
                 upstream.script = script
                 services.request_refresh(connection_id)
 
-                def current(status: str) -> Any:
+                def current(status: str, reset_at: datetime = reset_at) -> Any:
                     reading = (
                         Connection.objects.select_related("current_reading")
                         .get(connection_id=connection_id)
                         .current_reading
                     )
-                    ok = reading is not None and reading.status == status
-                    if ok and status == "SAFE" and reading.remaining_percent <= floor:
+                    if reading is None or reading.status != status:
                         return None
-                    return (
-                        reading
-                        if ok and reading.checked_at >= reset_at - timedelta(seconds=args.lead + 5)
-                        else None
-                    )
+                    if status == "SAFE" and (reading.remaining_percent or 0) <= floor:
+                        return None
+                    # Only readings of this trial count.
+                    if reading.checked_at < reset_at - timedelta(seconds=args.lead + 5):
+                        return None
+                    return reading
 
                 wait_until(lambda: current("EXHAUSTED"), timeout=30)
                 fresh = wait_until(lambda: current("SAFE"), timeout=60)

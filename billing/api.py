@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
-from ninja import Router
+from ninja import Router, Status
 
 from billing import services
 from billing.models import BillingCatalogEntry, ModelPrice
@@ -53,10 +53,10 @@ def create_catalog_entry(request: HttpRequest, payload: EntryIn) -> object:
     try:
         entry = services.create_catalog_entry(_catalog_input(payload), actor=actor_of(request))
     except services.Conflict as error:
-        return 409, {"detail": str(error)}
+        return Status(409, {"detail": str(error)})
     except ValidationError as error:
         return validation_error_response(error)
-    return 201, entry
+    return Status(201, entry)
 
 
 @router.get(
@@ -69,7 +69,7 @@ def get_catalog_entry(request: HttpRequest, entry_id: int) -> object:
     """One catalog entry."""
     entry = BillingCatalogEntry.objects.filter(pk=entry_id).first()
     if entry is None:
-        return 404, {"detail": f"No catalog entry {entry_id}."}
+        return Status(404, {"detail": f"No catalog entry {entry_id}."})
     return entry
 
 
@@ -90,9 +90,9 @@ def update_catalog_entry(request: HttpRequest, entry_id: int, payload: EntryIn) 
             expected_version=payload.version,
         )
     except BillingCatalogEntry.DoesNotExist:
-        return 404, {"detail": f"No catalog entry {entry_id}."}
+        return Status(404, {"detail": f"No catalog entry {entry_id}."})
     except services.Conflict as error:
-        return 409, {"detail": str(error)}
+        return Status(409, {"detail": str(error)})
     except ValidationError as error:
         return validation_error_response(error)
 
@@ -108,8 +108,8 @@ def delete_catalog_entry(request: HttpRequest, entry_id: int) -> object:
     try:
         services.delete_catalog_entry(entry_id, actor=actor_of(request))
     except BillingCatalogEntry.DoesNotExist:
-        return 404, {"detail": f"No catalog entry {entry_id}."}
-    return 204, None
+        return Status(404, {"detail": f"No catalog entry {entry_id}."})
+    return Status(204, None)
 
 
 def price_out(price: ModelPrice, book: PriceBook, cheap_max: Decimal) -> dict[str, object]:
@@ -160,7 +160,7 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
         return validation_error_response(error)
     book = services.load_price_book()
     body = price_out(price, book, load_config().cheap_max_input_usd_per_mtok)
-    return (201 if created else 200), body
+    return Status((201 if created else 200), body)
 
 
 @router.delete(
@@ -175,5 +175,5 @@ def delete_price(request: HttpRequest, price_id: int) -> object:
     try:
         services.delete_price(price_id, actor=actor_of(request))
     except ModelPrice.DoesNotExist:
-        return 404, {"detail": f"No price {price_id}."}
-    return 204, None
+        return Status(404, {"detail": f"No price {price_id}."})
+    return Status(204, None)

@@ -16,12 +16,12 @@ from django.utils import timezone
 from billing.classify import NO_AUTH, Billing, Catalog, Overage
 from billing.models import (
     AUTH_TYPE_MAX_LENGTH,
-    ChangeCounter,
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
     REASON_MAX_LENGTH,
     AuditEntry,
     BillingCatalogEntry,
+    ChangeCounter,
     ModelPrice,
 )
 from billing.price_import import ParsedPriceFile

@@ -58,17 +58,36 @@ class AuditLine:
     changes: list[str]
 
 
+# Audited fields in reading order (a JSON column need not keep its keys' order).
+AUDIT_FIELD_ORDER = (
+    "provider",
+    "model",
+    "auth_type",
+    "billing",
+    "overage",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "tier_override",
+    "reason",
+)
+
+
+def _ordered(keys: Iterable[str]) -> list[str]:
+    known = {name: index for index, name in enumerate(AUDIT_FIELD_ORDER)}
+    return sorted(keys, key=lambda key: (known.get(key, len(known)), key))
+
+
 def audit_line(entry: AuditEntry) -> AuditLine:
     """The changed fields of an audit row, "field: before -> after"."""
     before, after = entry.before or {}, entry.after or {}
     if entry.action == AuditEntry.Action.CREATE:
-        changes = [f"{key}: {value}" for key, value in after.items() if key != "reason"]
+        changes = [f"{key}: {after[key]}" for key in _ordered(after) if key != "reason"]
     elif entry.action == AuditEntry.Action.DELETE:
-        changes = [f"{key}: {value}" for key, value in before.items() if key != "reason"]
+        changes = [f"{key}: {before[key]}" for key in _ordered(before) if key != "reason"]
     else:
         changes = [
             f"{key}: {before.get(key)} \u2192 {after.get(key)}"
-            for key in after
+            for key in _ordered(after)
             if before.get(key) != after.get(key)
         ]
     return AuditLine(entry, changes)
@@ -133,20 +152,20 @@ def catalog_context(
             )
         )
     if editing is not None and edit_form is None:
-        entry = next((e for e in entries if e.pk == editing), None)
-        if entry is None:
+        found = next((e for e in entries if e.pk == editing), None)
+        if found is None:
             editing = None
             notice = notice or {"level": "error", "message": "That entry no longer exists."}
         else:
             edit_form = CatalogEntryForm(
                 auto_id=EDIT_IDS,
                 initial={
-                    "provider": entry.provider,
-                    "auth_type": entry.auth_type or "",
-                    "billing": entry.billing,
-                    "overage": entry.overage,
-                    "reason": entry.reason,
-                    "version": entry.version,
+                    "provider": found.provider,
+                    "auth_type": found.auth_type or "",
+                    "billing": found.billing,
+                    "overage": found.overage,
+                    "reason": found.reason,
+                    "version": found.version,
                 },
             )
     return {
@@ -301,7 +320,7 @@ def prices_context(
         for price in rows
     ]
     if editing is not None and form is None:
-        price = next((row for row in rows if row.pk == editing), None)
+        price: ModelPrice | None = next((row for row in rows if row.pk == editing), None)
         if price is None:
             price = ModelPrice.objects.filter(pk=editing).first()
         if price is None:
@@ -322,7 +341,7 @@ def prices_context(
         "page": page,
         "rows": views,
         "query": query,
-        "query_string": urlencode({**params, "page": page.number}),
+        "query_string": urlencode({**params, "page": str(page.number)}),
         "search_params": urlencode(params),
         "editing": editing,
         "deleting": deleting,

@@ -4,14 +4,18 @@ and maps the result to a schema."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections import OrderedDict
 from decimal import Decimal
 from typing import Annotated, Any
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Path, Router
+from ninja import Path, Router, Status
+from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
 from ladder.crypto import CredentialKeyMissing
@@ -146,7 +150,7 @@ def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any
     try:
         return connection_out(services.get_connection(connection_id))
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
 
 
 @router.delete(
@@ -157,8 +161,8 @@ def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any
 def delete_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """Delete a connection with its readings."""
     if not services.delete_connection(connection_id):
-        return 404, _detail(f"No connection {connection_id!r}.")
-    return 204, None
+        return Status(404, _detail(f"No connection {connection_id!r}."))
+    return Status(204, None)
 
 
 def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
@@ -210,7 +214,7 @@ def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     try:
         return status_out(services.get_connection(connection_id))
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
 
 
 @router.post(
@@ -223,12 +227,12 @@ def refresh_connection(request: HttpRequest, connection_id: ConnectionIdPath) ->
     try:
         services.request_refresh(connection_id)
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
     except services.NoQuotaSource as error:
-        return 409, _detail(str(error))
+        return Status(409, _detail(str(error)))
     except services.BrokerUnavailable as error:
-        return 503, _detail(str(error))
-    return 202, {"queued": True}
+        return Status(503, _detail(str(error)))
+    return Status(202, {"queued": True})
 
 
 # --- readings and events -------------------------------------------------------------------
@@ -256,10 +260,10 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
     try:
         stored = services.store_reading(connection_id, data)
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
     except ValidationError as error:
         return validation_error_response(error)
-    return 201, reading_out(stored.reading)
+    return Status(201, reading_out(stored.reading))
 
 
 @router.post(
@@ -280,7 +284,7 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
             headers=payload.headers,
         )
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
     metrics.EVENTS.labels(kind=payload.kind).inc()
     return result
 
@@ -327,7 +331,7 @@ def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
     """Register a candidate: exactly one of `connection_id` and a non-empty
     `allowed_connection_ids`."""
     try:
-        return 201, candidate_out(services.save_candidate(_candidate_input(payload)))
+        return Status(201, candidate_out(services.save_candidate(_candidate_input(payload))))
     except ValidationError as error:
         return validation_error_response(error)
 
@@ -342,7 +346,7 @@ def update_candidate(request: HttpRequest, candidate_id: int, payload: Candidate
     try:
         return candidate_out(services.save_candidate(_candidate_input(payload), candidate_id))
     except services.NotFound as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
     except ValidationError as error:
         return validation_error_response(error)
 
@@ -355,8 +359,8 @@ def update_candidate(request: HttpRequest, candidate_id: int, payload: Candidate
 def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
     """Remove a candidate."""
     if not services.delete_candidate(candidate_id):
-        return 404, _detail(f"No candidate {candidate_id}.")
-    return 204, None
+        return Status(404, _detail(f"No candidate {candidate_id}."))
+    return Status(204, None)
 
 
 # --- pools: the hot path -------------------------------------------------------------------
@@ -410,8 +414,34 @@ def _parse_pool_id(auto_id: str) -> AutoId | dict[str, str]:
 
 def _observe(parsed: AutoId, decision: Decision, started: float) -> None:
     outcome = "empty" if not decision.candidates else "served"
-    metrics.DECISIONS.labels(auto_id=parsed.auto_id, outcome=outcome).inc()
+    metrics.DECISIONS.labels(auto_id=metrics.auto_id_label(parsed), outcome=outcome).inc()
     metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+
+
+def _counters(request: HttpRequest) -> tuple[int, int] | None:
+    """The change counters read with the token (saves a query per decision)."""
+    return getattr(getattr(request, "auth", None), "counters", None)
+
+
+# Rendered bodies of recent decisions: a cached decision is served as the same bytes, so
+# a cache hit does no per-candidate work at all. Keyed by identity; the decision itself is
+# kept in the value so its id cannot be reused while the entry lives.
+_RENDERED: OrderedDict[int, tuple[Decision, bytes]] = OrderedDict()
+_RENDERED_SIZE = 256
+_rendered_lock = threading.Lock()
+
+
+def decision_response(decision: Decision) -> HttpResponse:
+    """The decision as a JSON response (the same bytes for the same decision object)."""
+    entry = _RENDERED.get(id(decision))
+    if entry is None or entry[0] is not decision:
+        body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
+        entry = (decision, body)
+        with _rendered_lock:
+            _RENDERED[id(decision)] = entry
+            while len(_RENDERED) > _RENDERED_SIZE:
+                _RENDERED.popitem(last=False)
+    return HttpResponse(entry[1], content_type="application/json; charset=utf-8")
 
 
 @router.get(
@@ -428,13 +458,13 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
     started = time.perf_counter()
     parsed = _parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
-        return 404, parsed
+        return Status(404, parsed)
     try:
-        decision = services.decide_registered(parsed)
+        decision = services.decide_registered(parsed, counters=_counters(request))
     except services.UnknownCategory as error:
-        return 404, _detail(str(error))
+        return Status(404, _detail(str(error)))
     _observe(parsed, decision, started)
-    return decision_out(decision)
+    return decision_response(decision)
 
 
 @router.post(
@@ -449,7 +479,7 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
     started = time.perf_counter()
     parsed = _parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
-        return 404, parsed
+        return Status(404, parsed)
     candidates = []
     errors: list[dict[str, Any]] = []
     for index, item in enumerate(payload.candidates):
@@ -476,10 +506,12 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
             )
         )
     if errors:
-        return 422, {"detail": errors}
-    decision = services.decide_for(parsed, candidates, now=timezone.now())
+        return Status(422, {"detail": errors})
+    decision = services.decide_for(
+        parsed, candidates, now=timezone.now(), counters=_counters(request)
+    )
     _observe(parsed, decision, started)
-    return decision_out(decision)
+    return decision_response(decision)
 
 
 # --- models list ----------------------------------------------------------------------------
@@ -610,7 +642,7 @@ def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
         )
     except ValidationError as error:  # e.g. a computed cost too large to store
         return validation_error_response(error)
-    return (201 if created else 200), spend_out(entry)
+    return Status((201 if created else 200), spend_out(entry))
 
 
 @router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)

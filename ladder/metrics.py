@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ladder.rules import AutoId
+
 # `*_created` series only add noise to a scrape.
 disable_created_metrics()
 REGISTRY = CollectorRegistry(auto_describe=False)
@@ -34,6 +36,17 @@ EVENTS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+
+
+def auto_id_label(auto_id: AutoId) -> str:
+    """The metric label of an auto id. Categories come from request bodies, so only the
+    registered ones are named; any other composite counts as auto/<other>:<tier>,
+    keeping the number of series bounded."""
+    from ladder.services import registered_categories
+
+    if auto_id.category is None or auto_id.category in registered_categories():
+        return auto_id.auto_id
+    return f"auto/<other>:{auto_id.grouping.value}"
 
 
 class DatabaseCollector(Collector):

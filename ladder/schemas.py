@@ -10,6 +10,7 @@ from ninja import Schema
 from pydantic import (
     AfterValidator,
     AwareDatetime,
+    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -276,7 +277,15 @@ class CandidateOut(Schema):
     allowed_connection_ids: list[str] | None
 
 
-class PoolCandidateIn(WriteSchema):
+class PlainWriteModel(BaseModel):
+    """A plain pydantic body for the hot path: same forbid-unknown-fields rule as
+    WriteSchema, without ninja's per-object Django getter (measurably slower at 2,000
+    candidates)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class PoolCandidateIn(PlainWriteModel):
     id: StrictInt | None = Field(default=None, ge=-(2**53), le=2**53)
     provider: ProviderStr
     model: ModelStr
@@ -286,7 +295,7 @@ class PoolCandidateIn(WriteSchema):
     allowed_connection_ids: Annotated[list[ConnectionIdStr], Field(max_length=64)] | None = None
 
 
-class PoolRequestIn(WriteSchema):
+class PoolRequestIn(PlainWriteModel):
     candidates: Annotated[list[PoolCandidateIn], Field(max_length=5000)]
 
     model_config = ConfigDict(

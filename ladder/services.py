@@ -466,10 +466,20 @@ def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[
     return candidates, known
 
 
-def decide_registered(auto_id: AutoId, *, now: datetime | None = None) -> Decision:
-    """The decision for an auto id over the registered candidates."""
+def registered_categories() -> tuple[str, ...]:
+    """The categories of the registered candidates as this process last loaded them
+    (no query: empty until a registered pool has been decided)."""
+    cached = _registered
+    return cached[2] if cached is not None else ()
+
+
+def decide_registered(
+    auto_id: AutoId, *, now: datetime | None = None, counters: tuple[int, int] | None = None
+) -> Decision:
+    """The decision for an auto id over the registered candidates (`counters`: the
+    change counters if the caller has just read them)."""
     now = now or timezone.now()
-    counters = billing_services.change_counters()
+    counters = counters or billing_services.change_counters()
     candidates, known = _registered_for(counters[1])
     if auto_id.category is not None and auto_id.category not in known:
         raise UnknownCategory(auto_id.category, known)

@@ -6,8 +6,10 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
+from django.db.models import Subquery
 from django.utils import timezone
 
+from billing.models import ChangeCounter
 from ladder.models import ApiToken
 
 TOKEN_PREFIX = "omr_"
@@ -39,12 +41,27 @@ def create_token(name: str, scope: str, *, created_by: str = "") -> tuple[ApiTok
 
 
 def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None:
-    """The live token with this secret, or None (unknown or revoked)."""
+    """The live token with this secret, or None (unknown or revoked). The returned token
+    carries `counters`: the (config, state) change counters read in the same query."""
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
-    token = ApiToken.objects.filter(secret_hash=hash_secret(secret)).first()
+    # The change counters ride along in the same round trip, so a cached pool decision
+    # costs this one query in all (see ladder.services.decide_for).
+    token = (
+        ApiToken.objects.filter(secret_hash=hash_secret(secret))
+        .annotate(
+            config_version=Subquery(
+                ChangeCounter.objects.filter(name=ChangeCounter.CONFIG).values("value")[:1]
+            ),
+            state_version=Subquery(
+                ChangeCounter.objects.filter(name=ChangeCounter.STATE).values("value")[:1]
+            ),
+        )
+        .first()
+    )
     if token is None or token.is_revoked:
         return None
+    token.counters = (token.config_version or 0, token.state_version or 0)  # type: ignore[attr-defined]
     now = now or timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -5,10 +5,11 @@ page works without JavaScript.
 
 Access: every page needs a login and a role (the `viewer` or `operator` group, or a
 superuser); writes need `operator`. Every dashboard response carries `Vary: HX-Request`
-(the same URL answers with a page or a fragment, and no cache may mix them up; set here
-by `patch_vary_headers` in the access decorators rather than by a middleware) and a
-strict Content-Security-Policy: the templates use no inline script and no style
-attribute, and operator- or gateway-supplied text is always autoescaped."""
+(the same URL answers with a page or a fragment, and no cache may mix them up), set here
+by `patch_vary_headers` in the access decorators rather than by a middleware. The
+templates use no inline script, no style attribute and no inline event handler, so the
+strict Content-Security-Policy of the project's middleware holds; operator- and
+gateway-supplied text is always autoescaped, never marked safe."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Page, Paginator
@@ -49,7 +50,8 @@ from ladder import services
 from ladder.forms import SettingsForm, TokenForm
 from ladder.models import ApiToken, Connection, HysteresisTransition, QuotaReading
 from ladder.rules import (
-    AutoId,
+    SUBSCRIPTION_AUTO_ID,
+    THRIFTY_AUTO_ID,
     CandidateIn,
     DecidedCandidate,
     Decision,
@@ -101,30 +103,32 @@ class Role(StrEnum):
         return self is not Role.VIEWER
 
 
+ROLE_CACHE_KEY = "_dashboard_role"
+
+
 def role_of(user: AbstractBaseUser | AnonymousUser) -> Role | None:
     """The user's dashboard role (one query, cached on the user); None: no access."""
     if not user.is_authenticated or not user.is_active:
         return None
-    if hasattr(user, "_dashboard_role"):
-        cached: Role | None = user._dashboard_role
+    if ROLE_CACHE_KEY in user.__dict__:
+        cached: Role | None = user.__dict__[ROLE_CACHE_KEY]
         return cached
     role: Role | None
     if getattr(user, "is_superuser", False):
         role = Role.SUPERUSER
     else:
         names = set(
-            user.groups.filter(name__in=(Role.OPERATOR, Role.VIEWER)).values_list(  # type: ignore[union-attr]
-                "name", flat=True
-            )
+            Group.objects.filter(
+                user__pk=user.pk, name__in=(Role.OPERATOR, Role.VIEWER)
+            ).values_list("name", flat=True)
         )
         role = Role.OPERATOR if Role.OPERATOR in names else Role.VIEWER if names else None
-    user._dashboard_role = role  # type: ignore[union-attr]
+    user.__dict__[ROLE_CACHE_KEY] = role
     return role
 
 
-def secure_headers(response: HttpResponseBase) -> HttpResponseBase:
-    """`Vary: HX-Request`: the same URL answers with a page or a fragment. (The strict
-    Content-Security-Policy comes from the project's security headers middleware.)"""
+def vary_on_htmx(response: HttpResponseBase) -> HttpResponseBase:
+    """`Vary: HX-Request`: the same URL answers with a page or a fragment."""
     patch_vary_headers(response, ("HX-Request",))
     return response
 
@@ -137,18 +141,18 @@ def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
                 # A fragment request must not swap the login page into a page: send the
                 # browser there instead, back to the page it was on afterwards.
                 next_url = request.htmx.current_url_abs_path or "/"
-                return secure_headers(
+                return vary_on_htmx(
                     HttpResponseClientRedirect(
                         f"{settings.LOGIN_URL}?{urlencode({'next': next_url})}"
                     )
                 )
-            return secure_headers(redirect_to_login(request.get_full_path()))
+            return vary_on_htmx(redirect_to_login(request.get_full_path()))
         role = role_of(request.user)
         if role is None:
             raise PermissionDenied("This account has no dashboard role (viewer or operator).")
         if needs_operator and not role.can_edit:
             raise PermissionDenied("Only operators can change this.")
-        return secure_headers(view(request, *args, **kwargs))
+        return vary_on_htmx(view(request, *args, **kwargs))
 
     return guarded  # type: ignore[return-value]
 
@@ -517,8 +521,8 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
     """The ladder at a glance: rungs, spend, reading freshness and the next reset."""
     now = current_time()
     config = services.load_config()
-    subscription = services.decide_registered(AutoId(services.rules.Grouping.SUBSCRIPTION), now=now)
-    thrifty = services.decide_registered(AutoId(services.rules.Grouping.THRIFTY), now=now)
+    subscription = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=now)
+    thrifty = services.decide_registered(THRIFTY_AUTO_ID, now=now)
     spend = services.spend_summary(now=now)
     health = services.reading_health(now=now)
     subscription_connections = {c for e in subscription.candidates for c in connections_of(e)}
@@ -550,13 +554,14 @@ def connections(request: HtmxHttpRequest) -> TemplateResponse:
     search = request.GET.get("q", "").strip()[:100]
     table = connection_table(now, search=search, page_number=request.GET.get("page"))
     page_number = table.page.number if table.page is not None else 1
+    search_params = {"q": search} if search else {}
     context = {
         "now": now,
         "table": table,
         "config": table.config,
         "search": search,
-        "search_params": urlencode({"q": search}) if search else "",
-        "query_string": urlencode({**({"q": search} if search else {}), "page": page_number}),
+        "search_params": urlencode(search_params),
+        "query_string": urlencode({**search_params, "page": str(page_number)}),
         # Built once: reversing a URL per row is measurable on 500 connections.
         "connection_base": reverse("ladder:connections"),
         "catalog_url": reverse("billing:catalog"),
@@ -1053,7 +1058,7 @@ def token_revoke(request: HtmxHttpRequest, token_id: int) -> HttpResponseBase:
 def _with_headers(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        return secure_headers(view(request, *args, **kwargs))
+        return vary_on_htmx(view(request, *args, **kwargs))
 
     return wrapped
 

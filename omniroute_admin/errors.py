@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 
 from omniroute_admin.middleware import too_large
 
@@ -29,7 +29,7 @@ BODY_ERRORS: dict[int, Any] = {400: ErrorOut, 422: dict}
 PATH_ERRORS: dict[int, Any] = {422: dict}
 
 
-def validation_error_response(error: ValidationError) -> tuple[int, dict[str, object]]:
+def validation_error_response(error: ValidationError) -> Status[dict[str, object]]:
     """A domain ValidationError as ninja's 422 body: a list of {loc, msg, type}."""
     details: list[dict[str, object]] = []
     if hasattr(error, "error_dict"):
@@ -43,7 +43,7 @@ def validation_error_response(error: ValidationError) -> tuple[int, dict[str, ob
             {"loc": ["body", "payload"], "msg": message, "type": "value_error"}
             for message in error.messages
         )
-    return 422, {"detail": details}
+    return Status(422, {"detail": details})
 
 
 def install_handlers(api: NinjaAPI) -> None:

@@ -67,8 +67,10 @@ class IdleSessionTimeoutMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api_path(request.path):  # token auth only: never touch the session here
+            return self.get_response(request)
         user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and not is_api_path(request.path):
+        if user is not None and user.is_authenticated:
             now = time.time()
             last_seen = request.session.get(self.KEY)
             if (

@@ -8,6 +8,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SETUP = (
+    "import django, os; "
+    "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); "
+    "django.setup()"
+)
 
 
 def test_check_deploy_is_clean_with_production_settings() -> None:
@@ -39,7 +44,7 @@ def test_the_development_secret_key_is_refused_when_debug_is_off() -> None:
         [
             sys.executable,
             "-c",
-            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); django.setup()",
+            SETUP,
         ],
         cwd=ROOT,
         env=env,
@@ -59,7 +64,7 @@ def test_a_malformed_setting_stops_start_up_with_its_name() -> None:
         [
             sys.executable,
             "-c",
-            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); django.setup()",
+            SETUP,
         ],
         cwd=ROOT,
         env=env,

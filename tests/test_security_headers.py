@@ -37,7 +37,5 @@ def test_an_api_body_over_the_limit_is_a_json_413_and_writes_nothing(client: Cli
     )
 
     assert response.status_code == 413
-    assert response.json() == {
-        "detail": "The request body is larger than the limit of 1000 bytes."
-    }
+    assert response.json() == {"detail": "The request body is larger than the limit of 1000 bytes."}
     assert Candidate.objects.count() == 0

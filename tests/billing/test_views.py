@@ -64,7 +64,9 @@ def _field_errors(page: Element) -> list[str]:
 # --- catalog ------------------------------------------------------------------------------
 
 
-def test_catalog_lists_entries_with_the_connections_each_decides(demo: None, operator: Client) -> None:
+def test_catalog_lists_entries_with_the_connections_each_decides(
+    demo: None, operator: Client
+) -> None:
     page = parse(operator.get("/catalog/").content)
 
     row = _catalog_row(page, _entry("claude", "oauth"))
@@ -74,7 +76,9 @@ def test_catalog_lists_entries_with_the_connections_each_decides(demo: None, ope
     assert row[5] == "claude-max-1, claude-max-2"
 
 
-def test_catalog_notes_that_uncurated_providers_count_as_metered(demo: None, operator: Client) -> None:
+def test_catalog_notes_that_uncurated_providers_count_as_metered(
+    demo: None, operator: Client
+) -> None:
     page = parse(operator.get("/catalog/").content)
 
     assert "Uncurated is not free: a provider with no entry counts as metered" in page.text
@@ -84,7 +88,9 @@ def test_catalog_notes_that_uncurated_providers_count_as_metered(demo: None, ope
 
 
 def test_catalog_create_adds_an_audited_entry(operator: Client) -> None:
-    response = operator.post("/catalog/create/", _entry_data(), headers=htmx_headers("catalog-table"))
+    response = operator.post(
+        "/catalog/create/", _entry_data(), headers=htmx_headers("catalog-table")
+    )
 
     entry = _entry("mistral", "apikey")
     assert response.status_code == 200
@@ -110,7 +116,9 @@ def test_catalog_create_shows_field_messages_and_creates_nothing(operator: Clien
     before = BillingCatalogEntry.objects.count()
 
     response = operator.post(
-        "/catalog/create/", _entry_data(reason="", billing="free"), headers=htmx_headers("catalog-table")
+        "/catalog/create/",
+        _entry_data(reason="", billing="free"),
+        headers=htmx_headers("catalog-table"),
     )
 
     assert response.status_code == 422
@@ -146,7 +154,9 @@ def test_catalog_duplicate_is_a_plain_conflict(operator: Client) -> None:
     assert list(BillingCatalogEntry.objects.values()) == before
 
 
-def test_catalog_edit_form_carries_the_version_it_was_loaded_at(demo: None, operator: Client) -> None:
+def test_catalog_edit_form_carries_the_version_it_was_loaded_at(
+    demo: None, operator: Client
+) -> None:
     entry = _entry("openai")
 
     page = parse(operator.get(f"/catalog/?edit={entry.pk}").content)
@@ -158,12 +168,22 @@ def test_catalog_edit_form_carries_the_version_it_was_loaded_at(demo: None, oper
     assert form.attrs["action"] == f"/catalog/{entry.pk}/update/"
 
 
-def test_catalog_update_saves_over_the_loaded_version_and_audits(demo: None, operator: Client) -> None:
+def test_catalog_update_saves_over_the_loaded_version_and_audits(
+    demo: None, operator: Client
+) -> None:
     entry = _entry("openai")
-    data = _entry_data(provider="openai", auth_type="", billing="subscription", overage="hard-stop",
-                       reason="Pretend plan.", version="1")  # fmt: skip
+    data = _entry_data(
+        provider="openai",
+        auth_type="",
+        billing="subscription",
+        overage="hard-stop",
+        reason="Pretend plan.",
+        version="1",
+    )
 
-    response = operator.post(f"/catalog/{entry.pk}/update/", data, headers=htmx_headers("catalog-table"))
+    response = operator.post(
+        f"/catalog/{entry.pk}/update/", data, headers=htmx_headers("catalog-table")
+    )
 
     entry.refresh_from_db()
     assert response.status_code == 200
@@ -174,7 +194,7 @@ def test_catalog_update_saves_over_the_loaded_version_and_audits(demo: None, ope
         "olga",
     )
     history = parse(response.content).by_id(f"entry-{entry.pk}").by_class("history")[0]
-    assert [li.text for li in history.by_tag("li")][0].endswith(
+    assert history.by_tag("li")[0].text.endswith(
         "olga update: billing: metered → subscription; overage: meters-to-paid → hard-stop; "
         "reason: API keys bill per token. → Pretend plan."
     )
@@ -242,8 +262,13 @@ def test_a_catalog_edit_changes_the_verdict_and_the_pool(demo: None, operator: C
     entry = _entry("openai")
     operator.post(
         f"/catalog/{entry.pk}/update/",
-        _entry_data(provider="openai", auth_type="", billing="subscription", overage="hard-stop",
-                    version="1"),  # fmt: skip
+        _entry_data(
+            provider="openai",
+            auth_type="",
+            billing="subscription",
+            overage="hard-stop",
+            version="1",
+        ),
     )
 
     connections = parse(operator.get("/connections/").content)
@@ -297,8 +322,13 @@ def test_price_search_filters_by_provider_or_model(demo: None, operator: Client)
 
 def test_price_edit_saves_an_override_and_audits(demo: None, operator: Client) -> None:
     price = ModelPrice.objects.get(provider="openai", model="gpt-4o")
-    data = {"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "2.5",
-            "output_usd_per_mtok": "10", "tier_override": "cheap"}  # fmt: skip
+    data = {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "input_usd_per_mtok": "2.5",
+        "output_usd_per_mtok": "10",
+        "tier_override": "cheap",
+    }
 
     response = operator.post(
         f"/prices/save/?edit={price.pk}", data, headers=htmx_headers("price-table")
@@ -306,13 +336,23 @@ def test_price_edit_saves_an_override_and_audits(demo: None, operator: Client) -
 
     price.refresh_from_db()
     assert (response.status_code, price.tier_override, price.updated_by) == (200, "cheap", "olga")
-    assert AuditEntry.objects.filter(target_type="price", target_id=str(price.pk), action="update").count() == 1
+    assert (
+        AuditEntry.objects.filter(
+            target_type="price", target_id=str(price.pk), action="update"
+        ).count()
+        == 1
+    )
 
 
 def test_price_with_a_negative_number_is_refused(demo: None, operator: Client) -> None:
     before = list(ModelPrice.objects.values())
-    data = {"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "-1",
-            "output_usd_per_mtok": "10", "tier_override": ""}  # fmt: skip
+    data = {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "input_usd_per_mtok": "-1",
+        "output_usd_per_mtok": "10",
+        "tier_override": "",
+    }
 
     response = operator.post("/prices/save/", data, headers=htmx_headers("price-table"))
 

@@ -3,6 +3,7 @@ against pytest-django's live server."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Iterator
@@ -66,6 +67,29 @@ def page(browser: Browser, console_errors: list[str]) -> Iterator[Page]:
     tab.on("console", record)
     yield tab
     context.close()
+
+
+@pytest.fixture(autouse=True)
+def _data_migrations(transactional_db: None) -> None:
+    """Put back what the data migrations seed (roles, the curated catalog, the settings
+    row). Browser tests flush the database after each test, and the serialized-rollback
+    restore does not always reach the test's connection once Playwright's loop runs
+    (seen on PostgreSQL after other tests had opened the connection first)."""
+    from django.contrib.auth.models import Group
+
+    from billing.models import BillingCatalogEntry
+    from ladder.models import LadderSettings
+
+    curated = importlib.import_module("billing.migrations.0002_seed_curated_catalog").CURATED
+    for name in ("viewer", "operator"):
+        Group.objects.get_or_create(name=name)
+    for provider, auth_type, billing, overage, reason in curated:
+        BillingCatalogEntry.objects.get_or_create(
+            provider=provider,
+            auth_type=auth_type,
+            defaults={"billing": billing, "overage": overage, "reason": reason},
+        )
+    LadderSettings.objects.get_or_create(pk=1)
 
 
 @pytest.fixture(autouse=True)

@@ -641,13 +641,14 @@ def operator() -> str:
     return make_token("ops", ApiToken.Scope.OPERATOR)
 
 
-# A decision computed afresh: token, change counters, registered candidates, settings,
-# catalog, prices, the window's spend, the referenced connections with their readings.
-GET_POOL_QUERIES = 8
+# A decision computed afresh: the token (with the change counters in the same query),
+# registered candidates, settings, catalog, prices, the window's spend, the referenced
+# connections with their readings.
+GET_POOL_QUERIES = 7
 # The same without the candidates: the gateway sends its own.
-POST_POOL_QUERIES = 7
-# The same decision again with nothing written since: token and change counters.
-CACHED_POOL_QUERIES = 2
+POST_POOL_QUERIES = 6
+# The same decision again with nothing written since: the token query alone.
+CACHED_POOL_QUERIES = 1
 
 
 @pytest.mark.parametrize("size", [10, 500])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -32,10 +33,12 @@ def _plan(connection_id: str = "plan") -> Connection:
     return make_connection(connection_id, quota_source="claude", credential="sk-ant-oat01-abc")
 
 
-def _current(connection_id: str = "plan") -> object:
-    return Connection.objects.select_related("current_reading").get(
-        connection_id=connection_id
-    ).current_reading
+def _current(connection_id: str = "plan") -> Any:
+    return (
+        Connection.objects.select_related("current_reading")
+        .get(connection_id=connection_id)
+        .current_reading
+    )
 
 
 def test_refresh_stores_the_parsed_reading_and_sends_the_credential(upstream: FakeUpstream) -> None:

@@ -41,7 +41,9 @@ def viewer(client: Client) -> Client:
 
 
 def _row(page: Any, connection_id: str) -> Any:
-    rows = page.find_all(lambda e: e.tag == "tr" and e.attrs.get("data-connection") == connection_id)
+    rows = page.find_all(
+        lambda e: e.tag == "tr" and e.attrs.get("data-connection") == connection_id
+    )
     assert len(rows) == 1
     return rows[0]
 
@@ -53,7 +55,9 @@ def _cells(row: Any) -> list[str]:
 # --- overview ------------------------------------------------------------------------------
 
 
-def test_overview_counts_usable_and_excluded_connections_per_rung(demo: None, viewer: Client) -> None:
+def test_overview_counts_usable_and_excluded_connections_per_rung(
+    demo: None, viewer: Client
+) -> None:
     page = parse(viewer.get("/").content)
 
     cards = page.by_class("rung-card")
@@ -170,7 +174,9 @@ def test_connections_marks_uncurated_cooldown_and_quota_error(demo: None, viewer
     assert "quota error 401 from the usage endpoint" in _row(page, "cursor-pro").text
 
 
-def test_connections_rung_of_a_metered_key_comes_from_its_models(demo: None, viewer: Client) -> None:
+def test_connections_rung_of_a_metered_key_comes_from_its_models(
+    demo: None, viewer: Client
+) -> None:
     page = parse(viewer.get("/connections/").content)
 
     assert _cells(_row(page, "openai-key"))[2] == "cheap premium by model tier"
@@ -189,7 +195,10 @@ def test_connections_quota_bar_marks_fill_and_both_thresholds(demo: None, viewer
 def test_connections_search_filters_rows(demo: None, viewer: Client) -> None:
     page = parse(viewer.get("/connections/?q=claude").content)
 
-    shown = [row.attrs["data-connection"] for row in page.find_all(lambda e: "data-connection" in e.attrs)]
+    shown = [
+        row.attrs["data-connection"]
+        for row in page.find_all(lambda e: "data-connection" in e.attrs)
+    ]
     assert shown == ["anthropic-key", "claude-max-1", "claude-max-2"]
 
 
@@ -199,8 +208,12 @@ def test_connections_page_past_the_end_shows_the_last_page(demo: None, viewer: C
     assert response.status_code == 200
 
 
-def test_refresh_of_a_connection_without_quota_source_says_why(demo: None, operator: Client) -> None:
-    response = operator.post("/connections/groq-key/refresh/", headers=htmx_headers("refresh-notice"))
+def test_refresh_of_a_connection_without_quota_source_says_why(
+    demo: None, operator: Client
+) -> None:
+    response = operator.post(
+        "/connections/groq-key/refresh/", headers=htmx_headers("refresh-notice")
+    )
 
     assert response.status_code == 409
     notice = parse(response.content).by_id("refresh-notice")
@@ -395,7 +408,9 @@ def test_settings_form_has_no_enabled_flag(viewer: Client, operator: Client) -> 
 
 
 def test_settings_update_saves_every_field_and_audits_it(operator: Client) -> None:
-    response = operator.post("/settings/update/", VALID_SETTINGS, headers=htmx_headers("settings-form"))
+    response = operator.post(
+        "/settings/update/", VALID_SETTINGS, headers=htmx_headers("settings-form")
+    )
 
     assert response.status_code == 200
     row = LadderSettings.objects.get(pk=1)
@@ -466,7 +481,9 @@ def test_settings_shows_values_read_only_to_a_viewer(viewer: Client) -> None:
         lambda e: e.tag == "input" and e.attrs.get("name") == "csrfmiddlewaretoken"
     )
     facts = page.by_class("facts")[0]
-    assert [(dt.text, dd.text) for dt, dd in zip(facts.by_tag("dt"), facts.by_tag("dd"), strict=True)][:2] == [
+    assert [
+        (dt.text, dd.text) for dt, dd in zip(facts.by_tag("dt"), facts.by_tag("dd"), strict=True)
+    ][:2] == [
         ("Exit cutoff", "2 %"),
         ("Re-entry floor", "5 %"),
     ]
@@ -477,7 +494,9 @@ def test_settings_shows_values_read_only_to_a_viewer(viewer: Client) -> None:
 
 def test_token_create_shows_the_secret_once(operator: Client) -> None:
     response = operator.post(
-        "/tokens/create/", {"name": "edge-1", "scope": "gateway"}, headers=htmx_headers("token-table")
+        "/tokens/create/",
+        {"name": "edge-1", "scope": "gateway"},
+        headers=htmx_headers("token-table"),
     )
 
     secret = parse(response.content).by_id("new-token-secret").text
@@ -554,7 +573,15 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
     page = parse(viewer.get("/").content)
 
     nav = [a.text for a in page.by_class("main-nav")[0].by_tag("a")]
-    assert nav == ["Overview", "Connections", "Pools", "Catalog", "Prices", "Settings", "API tokens"]
+    assert nav == [
+        "Overview",
+        "Connections",
+        "Pools",
+        "Catalog",
+        "Prices",
+        "Settings",
+        "API tokens",
+    ]
     assert page.by_class("who")[0].text == "victor viewer Sign out"
 
 

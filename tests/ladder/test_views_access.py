@@ -18,8 +18,16 @@ from tests.ladder.factories import NOW, make_candidate, make_connection, make_re
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ("/", "/connections/", "/connections/claude-max-1/", "/pools/", "/catalog/", "/prices/",
-         "/settings/", "/tokens/")  # fmt: skip
+PAGES = (
+    "/",
+    "/connections/",
+    "/connections/claude-max-1/",
+    "/pools/",
+    "/catalog/",
+    "/prices/",
+    "/settings/",
+    "/tokens/",
+)
 
 # Every partial of every page: (page URL, partial name = the id of the element it replaces).
 PARTIALS = (
@@ -58,7 +66,8 @@ def test_anonymous_is_sent_to_the_login_page(client: Client, url: str) -> None:
 
 def test_anonymous_fragment_request_redirects_the_browser_to_login(client: Client) -> None:
     response = client.get(
-        "/pools/", headers={**htmx_headers("pool-table"), "HX-Current-URL": "http://testserver/pools/"}
+        "/pools/",
+        headers={**htmx_headers("pool-table"), "HX-Current-URL": "http://testserver/pools/"},
     )
 
     assert response.status_code == 200
@@ -105,21 +114,45 @@ def _writes() -> list[tuple[str, dict[str, Any]]]:
     }
     return [
         ("/connections/claude-max-1/refresh/", {}),
-        ("/settings/update/", {"exit_cutoff_percent": "50", "reentry_min_remaining_percent": "60",
-                               "budget_window": "day", "max_state_age_seconds": "10",
-                               "base_cooldown_seconds": "1", "max_cooldown_seconds": "2",
-                               "cheap_max_input_usd_per_mtok": "9"}),  # fmt: skip
+        (
+            "/settings/update/",
+            {
+                "exit_cutoff_percent": "50",
+                "reentry_min_remaining_percent": "60",
+                "budget_window": "day",
+                "max_state_age_seconds": "10",
+                "base_cooldown_seconds": "1",
+                "max_cooldown_seconds": "2",
+                "cheap_max_input_usd_per_mtok": "9",
+            },
+        ),
         ("/tokens/create/", {"name": "sneaky", "scope": "operator"}),
         (f"/tokens/{token.pk}/revoke/", {}),
         ("/catalog/create/", {**catalog, "provider": "newco"}),
         (f"/catalog/{entry.pk}/update/", catalog),
         (f"/catalog/{entry.pk}/delete/", {}),
-        ("/prices/save/", {"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "0",
-                           "output_usd_per_mtok": "0", "tier_override": "free"}),  # fmt: skip
+        (
+            "/prices/save/",
+            {
+                "provider": "openai",
+                "model": "gpt-4o",
+                "input_usd_per_mtok": "0",
+                "output_usd_per_mtok": "0",
+                "tier_override": "free",
+            },
+        ),
         (f"/prices/{price.pk}/delete/", {}),
-        ("/prices/import/", {"file": SimpleUploadedFile("prices.json", b'{"m": {"mode": "chat",'
-                              b' "litellm_provider": "x", "input_cost_per_token": 0,'
-                              b' "output_cost_per_token": 0}}')}),  # fmt: skip
+        (
+            "/prices/import/",
+            {
+                "file": SimpleUploadedFile(
+                    "prices.json",
+                    b'{"m": {"mode": "chat",'
+                    b' "litellm_provider": "x", "input_cost_per_token": 0,'
+                    b' "output_cost_per_token": 0}}',
+                )
+            },
+        ),
     ]
 
 
@@ -129,7 +162,9 @@ def test_a_viewer_gets_403_on_every_write_and_nothing_changes(
     from ladder import tasks
 
     queued: list[Any] = []
-    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", lambda **kw: queued.append(kw))
+    monkeypatch.setattr(
+        tasks.refresh_connection_task, "apply_async", lambda **kw: queued.append(kw)
+    )
     writes = _writes()
     before = _database_state()
     signed_in(client, "victor", "viewer")
@@ -159,7 +194,11 @@ def test_a_viewer_sees_no_edit_controls(demo: None, client: Client, url: str) ->
 
     page = parse(client.get(url).content)
 
-    post_forms = [form.attrs.get("action") for form in page.by_tag("form") if form.attrs.get("method") == "post"]
+    post_forms = [
+        form.attrs.get("action")
+        for form in page.by_tag("form")
+        if form.attrs.get("method") == "post"
+    ]
     assert post_forms == ["/accounts/logout/"]
     assert page.find_all(lambda e: "hx-post" in e.attrs) == []
 
@@ -168,7 +207,9 @@ def test_a_viewer_sees_no_edit_controls(demo: None, client: Client, url: str) ->
 
 
 @pytest.mark.parametrize(("url", "partial"), PARTIALS)
-def test_each_partial_is_in_its_full_page(demo: None, client: Client, url: str, partial: str) -> None:
+def test_each_partial_is_in_its_full_page(
+    demo: None, client: Client, url: str, partial: str
+) -> None:
     signed_in(client, "olga", "operator")
 
     response = client.get(url)
@@ -178,13 +219,17 @@ def test_each_partial_is_in_its_full_page(demo: None, client: Client, url: str, 
 
 
 @pytest.mark.parametrize(("url", "partial"), PARTIALS)
-def test_each_partial_renders_alone_for_htmx(demo: None, client: Client, url: str, partial: str) -> None:
+def test_each_partial_renders_alone_for_htmx(
+    demo: None, client: Client, url: str, partial: str
+) -> None:
     signed_in(client, "olga", "operator")
 
     response = client.get(url, headers=htmx_headers(partial))
 
     assert b"<html" not in response.content
-    assert [element.attrs.get("id") for element in top_elements(parse(response.content))] == [partial]
+    assert [element.attrs.get("id") for element in top_elements(parse(response.content))] == [
+        partial
+    ]
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -202,7 +247,9 @@ def test_every_hx_get_keeps_a_real_href(demo: None, client: Client) -> None:
     signed_in(client, "olga", "operator")
     pages = [parse(client.get(url).content) for url in (*PAGES, "/catalog/?edit=1", "/tokens/")]
 
-    links = [e for page in pages for e in page.find_all(lambda e: e.tag == "a" and "hx-get" in e.attrs)]
+    links = [
+        e for page in pages for e in page.find_all(lambda e: e.tag == "a" and "hx-get" in e.attrs)
+    ]
 
     assert links
     assert [link for link in links if not link.attrs.get("href", "").startswith("/")] == []
@@ -244,22 +291,36 @@ PAYLOADS = (
 
 
 def _hostile_world() -> None:
+    # Every payload in each text field, as long as the field allows (providers: 64).
     payload = " ".join(PAYLOADS)
-    make_connection("xss-1", provider=payload, auth_type="apikey", label=payload)
-    make_connection("xss-2", provider="claude", auth_type="oauth", label=payload)
-    make_reading("xss-2", remaining_percent=1.0)
-    Connection.objects.filter(connection_id="xss-2").update(quota_error=payload)
-    BillingCatalogEntry.objects.create(
-        provider=payload[:64], auth_type=None, billing="metered", overage="unknown", reason=payload
-    )
-    make_candidate(payload[:64], payload, connection_id="xss-1", categories=("chat",))
-    make_candidate("claude", payload, connection_id="xss-2", categories=("chat",))
+    for index, provider in enumerate(PAYLOADS):
+        make_connection(f"xss-{index}", provider=provider, auth_type="apikey", label=payload)
+        make_candidate(provider, payload, connection_id=f"xss-{index}", categories=("chat",))
+        BillingCatalogEntry.objects.create(
+            provider=provider,
+            auth_type="oauth",
+            billing="metered",
+            overage="unknown",
+            reason=payload,
+        )
+    make_connection("xss-plan", provider="claude", auth_type="oauth", label=payload)
+    make_reading("xss-plan", remaining_percent=1.0)
+    Connection.objects.filter(connection_id="xss-plan").update(quota_error=payload)
+    make_candidate("claude", payload, connection_id="xss-plan", categories=("chat",))
 
 
 @pytest.mark.parametrize(
     "url",
-    ["/", "/connections/", "/connections/xss-1/", "/connections/xss-2/", "/pools/",
-     "/pools/?auto_id=auto/thrifty", "/catalog/", "/prices/"],  # fmt: skip
+    [
+        "/",
+        "/connections/",
+        "/connections/xss-0/",
+        "/connections/xss-plan/",
+        "/pools/",
+        "/pools/?auto_id=auto/thrifty",
+        "/catalog/",
+        "/prices/",
+    ],
 )
 def test_hostile_operator_and_gateway_text_renders_inert(client: Client, url: str) -> None:
     _hostile_world()
@@ -284,4 +345,7 @@ def test_hostile_text_is_shown_as_text(client: Client) -> None:
 
     page = parse(client.get("/connections/").content)
 
-    assert '<script>alert(1)</script> "><img src=x onerror=alert(1)>' in page.text
+    assert '<script>alert(1)</script> "><img src=x onerror=alert(1)> hx-get=/x' in page.text
+    for index, provider in enumerate(PAYLOADS):
+        row = page.find_all(lambda e, i=index: e.attrs.get("data-connection") == f"xss-{i}")[0]
+        assert row.by_tag("td")[0].text.endswith(f"{provider} · apikey")
