@@ -563,7 +563,7 @@ def _quota_cause(
     if staleness is Staleness.TOO_OLD:
         return Cause(
             Reason.QUOTA_STALE,
-            f"The reading is {_number((now - reading.checked_at).total_seconds())} s old, "
+            f"The reading is {_duration((now - reading.checked_at).total_seconds())} s old, "
             f"older than the {_number(config.max_state_age_seconds)} s maximum",
             None,
         )
@@ -762,7 +762,7 @@ def connection_cause(view: ConnectionView, grouping: Grouping, now: datetime) ->
         return Cause(
             Reason.COOLING_DOWN,
             f"Cooling down until {_instant(cooldown_until)} "
-            f"({_number((cooldown_until - now).total_seconds())} s from now)",
+            f"({_duration((cooldown_until - now).total_seconds())} s from now)",
             cooldown_until,
         )
     return None
@@ -956,7 +956,13 @@ def _money(value: Decimal) -> str:
 
 
 def _instant(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat()
+    # Operators read these: whole seconds, UTC spelled out ("2026-11-29 17:00:00 UTC").
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _duration(seconds: float) -> str:
+    # Whole seconds, rounded up, so "0 s" never describes a cooldown still running.
+    return str(math.ceil(seconds))
 
 
 def _entry(verdict: BillingVerdict) -> str:

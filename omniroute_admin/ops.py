@@ -80,3 +80,25 @@ def v1_models(request: HttpRequest) -> JsonResponse:
     if token is None or not token.allows(ApiToken.Scope.GATEWAY):
         return JsonResponse({"detail": "Unauthorized"}, status=401)
     return JsonResponse(models_list())
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 for unmatched URLs: JSON under the API, Django's page elsewhere."""
+    from django.views.defaults import page_not_found
+
+    from omniroute_admin.middleware import is_api_path
+
+    if is_api_path(request.path):
+        return JsonResponse({"detail": "Not Found"}, status=404)
+    return page_not_found(request, exception or Exception("Not Found"))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: JSON under the API (never an HTML page to a gateway), Django's page elsewhere."""
+    from django.views.defaults import server_error as django_server_error
+
+    from omniroute_admin.middleware import is_api_path
+
+    if is_api_path(request.path):
+        return JsonResponse({"detail": "Internal error."}, status=500)
+    return django_server_error(request)

@@ -16,3 +16,6 @@ urlpatterns = [
     path("", include("billing.urls")),
     path("", include("ladder.urls")),
 ]
+
+handler404 = "omniroute_admin.ops.not_found"
+handler500 = "omniroute_admin.ops.server_error"

@@ -265,3 +265,14 @@ def test_v1_models_only_answers_get() -> None:
     response = Client().post("/v1/models")
 
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/catalog/abc", "/api/v1/no-such-thing", "/v1/nothing"],
+)
+def test_unmatched_api_urls_are_a_json_404(client: Client, path: str) -> None:
+    response = client.get(path)
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not Found"}

@@ -10,14 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-# Playwright's sync API runs an event loop in this thread, and Django refuses sync
-# database calls from inside one; the test code and the live server are sync code.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from tests.e2e.worlds import PASSWORD
+
+ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -33,18 +30,31 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 900}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One Chromium for the session. Missing Chromium fails in CI and skips locally."""
+    """One Chromium per test module. Missing Chromium fails in CI and skips locally.
+
+    Playwright's sync API keeps an event loop running in this thread, and Django refuses
+    sync database calls while one runs; the tests and the live server are sync code, so
+    DJANGO_ALLOW_ASYNC_UNSAFE is set while Playwright runs, and only then (it must not
+    leak into later tests, such as `manage.py check --deploy` in a subprocess)."""
     if not CHROMIUM.exists():
         message = f"{CHROMIUM} is missing: install Debian's chromium package."
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message)
         pytest.skip(message)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    previous = os.environ.get(ASYNC_UNSAFE)
+    os.environ[ASYNC_UNSAFE] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop(ASYNC_UNSAFE, None)
+        else:
+            os.environ[ASYNC_UNSAFE] = previous
 
 
 @pytest.fixture
@@ -72,9 +82,9 @@ def page(browser: Browser, console_errors: list[str]) -> Iterator[Page]:
 @pytest.fixture(autouse=True)
 def _data_migrations(transactional_db: None) -> None:
     """Put back what the data migrations seed (roles, the curated catalog, the settings
-    row). Browser tests flush the database after each test, and the serialized-rollback
-    restore does not always reach the test's connection once Playwright's loop runs
-    (seen on PostgreSQL after other tests had opened the connection first)."""
+    row): browser tests need committed data, so they flush the database after each test.
+    (pytest-django's serialized rollback did not restore reliably here: on PostgreSQL,
+    after other tests had opened the connection, the restore never reached it.)"""
     from django.contrib.auth.models import Group
 
     from billing.models import BillingCatalogEntry

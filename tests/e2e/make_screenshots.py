@@ -23,7 +23,7 @@ PAGES = (
     ("pools.png", "/pools/?auto_id=auto/thrifty"),
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_make_screenshots(page: Page, live_server: LiveServer) -> None:

@@ -5,6 +5,7 @@ and a viewer who sees no edit controls."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,8 +18,9 @@ from tests.e2e.conftest import sign_in
 from tests.e2e.worlds import make_user, seed_demo_world
 from tests.ladder.factories import make_token
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
+PRICE_FILE = Path(__file__).resolve().parents[1] / "billing" / "data" / "prices_small.json"
 # Live parts poll every 5 s: give a change two polls to show.
 LIVE_TIMEOUT_MS = 12_000
 
@@ -151,3 +153,29 @@ def test_a_viewer_sees_no_edit_controls(world: None, page: Page, live_server: Li
         expect(page.locator("main button").filter(has_not_text="Search")).to_have_count(0)
         expect(page.get_by_role("link", name="Edit")).to_have_count(0)
     expect(page.locator(".who .role")).to_have_text("viewer")
+
+
+def test_a_price_file_upload_reports_counts_and_refreshes_the_table(
+    world: None, page: Page, live_server: LiveServer, console_errors: list[str]
+) -> None:
+    make_user("olga", "operator")
+    sign_in(page, live_server.url, "olga")
+    page.goto(f"{live_server.url}/prices/")
+    expect(page.locator("#price-table tbody tr")).to_have_count(5)
+
+    page.locator("#id_file").set_input_files(PRICE_FILE)
+    page.locator("#id_provider_map").fill("anthropic=claude")
+    page.get_by_role("button", name="Import").click()
+
+    expect(page.locator("#price-import .notice-success")).to_have_text(
+        "Imported: 0 created, 0 updated, 3 unchanged, 1 skipped "
+        "(not chat models, or unpriced)."
+    )
+    page.locator("#id_file").set_input_files(PRICE_FILE)
+    page.locator("#id_provider_map").fill("anthropic=anthropic")
+    page.get_by_role("button", name="Import").click()
+
+    expect(page.locator("#price-import .notice-success")).to_contain_text("1 created")
+    # The table hears the import's HX-Trigger and reloads itself.
+    expect(page.locator("#price-table tbody tr")).to_have_count(6)
+    _no_csp_violations(console_errors)

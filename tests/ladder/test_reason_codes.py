@@ -5,7 +5,7 @@ the rung, the connection, and a sentence with the numbers."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +15,11 @@ from billing.models import BillingCatalogEntry
 from ladder.models import ApiToken, Connection
 from ladder.rules import BudgetWindow, budget_window_bounds
 from tests.ladder.factories import api, iso, make_token
+
+
+def _utc(instant: datetime) -> str:
+    """An instant as the reason sentences spell it."""
+    return f"{instant.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 pytestmark = pytest.mark.django_db
 
@@ -285,7 +290,7 @@ def test_reset_passed(gateway: str) -> None:
         "connection_id": "claude-max-1",
         "rung": "subscription",
         "reason": "reset_passed",
-        "detail": f"The reading's reset at {reset_at.isoformat()} has passed: the window it "
+        "detail": f"The reading's reset at {_utc(reset_at)} has passed: the window it "
         "describes is over and a refresh is due",
     }
 
@@ -313,7 +318,7 @@ def test_cooling_down(gateway: str) -> None:
     }
     left = seconds_in(
         row["detail"],
-        re.escape(f"Cooling down until {cooldown_until.isoformat()} (") + r"([0-9.]+) s from now\)",
+        re.escape(f"Cooling down until {_utc(cooldown_until)} (") + r"([0-9]+) s from now\)",
     )
     assert 540 < left <= 600
     assert body["next_change_at"] == iso(cooldown_until)
@@ -381,7 +386,7 @@ def test_budget_exhausted(gateway: str, operator: str) -> None:
         "rung": "premium",
         "reason": "budget_exhausted",
         "detail": "The premium rung spent 10 USD of its 10 USD month budget; the window ends "
-        f"{window_end.isoformat()}",
+        f"{_utc(window_end)}",
     }
     assert body["next_change_at"] == iso(window_end)
 
@@ -403,7 +408,7 @@ def test_next_change_at_is_the_future_reset_of_an_exhausted_reading(gateway: str
         "rung": "subscription",
         "reason": "quota_exhausted",
         "detail": f"Upstream reports EXHAUSTED with 0.0 % left, until its reset at "
-        f"{reset_at.isoformat()}",
+        f"{_utc(reset_at)}",
     }
     assert body["next_change_at"] == iso(reset_at)
 

@@ -848,7 +848,7 @@ def test_a_reading_whose_reset_passed_is_reset_passed_even_when_also_too_old() -
             "plan",
             Rung.SUBSCRIPTION,
             Reason.RESET_PASSED,
-            "The reading's reset at 2026-11-29T11:55:00+00:00 has passed: the window it "
+            "The reading's reset at 2026-11-29 11:55:00 UTC has passed: the window it "
             "describes is over and a refresh is due",
         ),
     )
@@ -951,7 +951,7 @@ def test_a_cooling_plan_connection_is_excluded_until_the_cooldown_ends() -> None
             "plan",
             Rung.SUBSCRIPTION,
             Reason.COOLING_DOWN,
-            "Cooling down until 2026-11-29T12:01:30+00:00 (90 s from now)",
+            "Cooling down until 2026-11-29 12:01:30 UTC (90 s from now)",
         ),
     )
     assert decision.next_change_at == until
@@ -1085,7 +1085,7 @@ def test_an_exhausted_plan_steps_aside() -> None:
             Rung.SUBSCRIPTION,
             Reason.QUOTA_EXHAUSTED,
             "Upstream reports EXHAUSTED with 0.0 % left, until its reset at "
-            "2026-11-29T15:00:00+00:00",
+            "2026-11-29 15:00:00 UTC",
         ),
     )
     assert decision.next_change_at == reset
@@ -1226,7 +1226,7 @@ def test_a_spent_budget_drops_its_rung_until_the_window_ends() -> None:
             Rung.PREMIUM,
             Reason.BUDGET_EXHAUSTED,
             "The premium rung spent 10.25 USD of its 10 USD month budget; "
-            "the window ends 2026-12-01T00:00:00+00:00",
+            "the window ends 2026-12-01 00:00:00 UTC",
         ),
     )
     assert decision.next_change_at == window_end
