@@ -354,7 +354,7 @@ def test_pools_shows_each_exclusion_with_its_reason_sentence(demo: None, viewer:
         "codex-plus codex/gpt-5-codex subscription below_reentry "
         "3.5 % left, re-entry needs more than 5 %",
         "groq-key groq/llama-3.3-70b free cooling_down "
-        "Cooling down until 2026-11-29T12:01:35+00:00 (95 s from now)",
+        "Cooling down until 2026-11-29 12:01:35 UTC (95 s from now)",
     ]
 
 
