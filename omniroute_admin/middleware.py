@@ -58,10 +58,14 @@ class SecurityHeadersMiddleware:
 
 
 class IdleSessionTimeoutMiddleware:
-    """Sign a dashboard user out after SESSION_IDLE_TIMEOUT_SECONDS without a request;
-    SESSION_COOKIE_AGE is the absolute limit."""
+    """Sign a dashboard user out after SESSION_IDLE_TIMEOUT_SECONDS without activity;
+    SESSION_COOKIE_AGE is the absolute limit. Live-update polls (htmx GETs) are not
+    activity: a dashboard left open on a screen still times out."""
 
     KEY = "last_seen"
+    SIGNED_IN_KEY = "signed_in_at"
+    # Writing the session on every request would be a write per poll; a minute is plenty.
+    RESOLUTION_SECONDS = 60.0
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -73,11 +77,22 @@ class IdleSessionTimeoutMiddleware:
         if user is not None and user.is_authenticated:
             now = time.time()
             last_seen = request.session.get(self.KEY)
-            if (
+            signed_in_at = request.session.setdefault(self.SIGNED_IN_KEY, now)
+            is_idle = (
                 last_seen is not None
                 and now - float(last_seen) > settings.SESSION_IDLE_TIMEOUT_SECONDS
-            ):
+            )
+            # Saving the session moves its cookie expiry on, so the absolute limit is
+            # enforced here, from the first request of the session.
+            is_too_old = now - float(signed_in_at) > settings.SESSION_COOKIE_AGE
+            if is_idle or is_too_old:
                 logout(request)
-            else:
+            elif not self._is_poll(request) and (
+                last_seen is None or now - float(last_seen) > self.RESOLUTION_SECONDS
+            ):
                 request.session[self.KEY] = now
         return self.get_response(request)
+
+    @staticmethod
+    def _is_poll(request: HttpRequest) -> bool:
+        return request.method == "GET" and request.headers.get("HX-Request") == "true"

@@ -1,0 +1,73 @@
+"""Dashboard sessions: idle and absolute timeouts, polls are not activity, and a new
+session key at sign-in."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client, override_settings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def viewer_client(client: Client) -> Client:
+    user = User.objects.create_user("vera", password="a-long-test-password")
+    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    client.force_login(user)
+    return client
+
+
+def _set_session(client: Client, **values: float) -> None:
+    session = client.session
+    session.update(values)
+    session.save()
+
+
+def test_an_active_session_reaches_the_dashboard(viewer_client: Client) -> None:
+    response = viewer_client.get("/")
+
+    assert response.status_code == 200
+
+
+@override_settings(SESSION_IDLE_TIMEOUT_SECONDS=60)
+def test_an_idle_session_is_signed_out(viewer_client: Client) -> None:
+    _set_session(viewer_client, last_seen=time.time() - 61)
+
+    response = viewer_client.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+@override_settings(SESSION_COOKIE_AGE=3600)
+def test_a_session_older_than_the_absolute_limit_is_signed_out(viewer_client: Client) -> None:
+    _set_session(viewer_client, signed_in_at=time.time() - 3601, last_seen=time.time())
+
+    response = viewer_client.get("/")
+
+    assert response.status_code == 302
+
+
+@override_settings(SESSION_IDLE_TIMEOUT_SECONDS=60)
+def test_live_update_polls_do_not_count_as_activity(viewer_client: Client) -> None:
+    idle_since = time.time() - 50
+    _set_session(viewer_client, last_seen=idle_since)
+
+    viewer_client.get("/", HTTP_HX_REQUEST="true")
+
+    assert viewer_client.session["last_seen"] == idle_since
+
+
+def test_signing_in_starts_a_new_session_key(client: Client) -> None:
+    User.objects.create_user("olga", password="a-long-test-password")
+    client.get("/accounts/login/")
+    before = client.cookies["sessionid"].value if "sessionid" in client.cookies else None
+
+    client.post(
+        "/accounts/login/", {"username": "olga", "password": "a-long-test-password"}
+    )
+
+    assert client.cookies["sessionid"].value != before
