@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-fast lint fmt bench clean
+.PHONY: install run test test-fast lint fmt audit bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed")'
@@ -39,9 +39,19 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
+# Known-vulnerability audit of the installed dependencies (PyPI's advisory data).
+audit: install
+	$(VENV)/bin/pip-audit --skip-editable
+
 fmt: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+# Benchmarks print figures (see bench/README.md); they need PostgreSQL and Debian's wrk.
+bench: install
+	@command -v wrk >/dev/null || { echo "bench needs wrk: apt-get install wrk"; exit 1; }
+	$(PY) bench/load.py
+	$(PY) bench/reentry_lag.py
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

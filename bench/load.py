@@ -6,7 +6,8 @@ core at the same sizes.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/omniroute_bench \
         .venv/bin/python bench/load.py [--sizes 10,200,2000] [--duration 10] [--workers 3]
 
-Needs Debian's `wrk` and gunicorn (both installed by `make bench`). Prints a table.
+Needs Debian's `wrk` (`apt-get install wrk`) and gunicorn (in the dev extra). Prints a
+table; `make bench` runs it with the defaults.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""Dashboard forms of the ladder: the tuning settings and API tokens. The services
-validate again; these give the browser field-level messages first."""
+"""Dashboard forms of the ladder: the tuning settings, API tokens and connections. The
+services validate again; these give the browser field-level messages first."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 
-from ladder.models import ApiToken, LadderSettings
+from ladder.models import ApiToken, LadderSettings, connection_id_validator
+from ladder.schemas import QUOTA_SOURCES
+from ladder.services import ConnectionInput
 
 PERCENT_HELP = "0 to 100."
 BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
@@ -92,3 +95,102 @@ class TokenForm(forms.Form):
         choices=ApiToken.Scope.choices,
         help_text="gateway: pools, readings, events, spend. operator: also catalog and settings.",
     )
+
+
+# The API's rules for a connection (ladder/schemas.py `ConnectionIn`); every CharField
+# also refuses NUL characters (Django adds that validator to each one).
+NAME_MAX_LENGTH = 64
+LABEL_MAX_LENGTH = 200
+CREDENTIAL_MAX_LENGTH = 8192
+
+
+class ConnectionFieldsForm(forms.Form):
+    """The fields of a connection the operator sets. The credential is write-only: its
+    input never renders a value (not even the one just typed, when the form comes back
+    with errors), and an empty input keeps what is stored."""
+
+    provider = forms.CharField(label="Provider", max_length=NAME_MAX_LENGTH)
+    auth_type = forms.CharField(
+        label="Auth type",
+        max_length=NAME_MAX_LENGTH,
+        help_text="`none` is the keyless no-auth path: billed keyless by rule, never "
+        "looked up in the catalog.",
+    )
+    label = forms.CharField(label="Label", max_length=LABEL_MAX_LENGTH, required=False)
+    active = forms.BooleanField(
+        label="Active",
+        required=False,
+        help_text="An inactive connection stays registered but is never chosen.",
+    )
+    quota_source = forms.ChoiceField(
+        label="Quota source",
+        choices=[(source, source) for source in QUOTA_SOURCES],
+        help_text="Which quota adapter polls it; `none`: readings are pushed, never polled.",
+    )
+    credential = forms.CharField(
+        label="Credential",
+        required=False,
+        max_length=CREDENTIAL_MAX_LENGTH,
+        # Deliberately never rendered back: render_value=False, and no initial value.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    credential_help = "Encrypted at rest and write-only: never shown again, not even here."
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["credential"].help_text = self.credential_help
+
+    def credential_change(self) -> str | None:
+        """The service's credential: None keeps the stored one, "" clears it."""
+        return self.cleaned_data["credential"] or None
+
+    def connection_input(self) -> ConnectionInput:
+        """The service's input from the cleaned data."""
+        data = self.cleaned_data
+        return ConnectionInput(
+            provider=data["provider"],
+            auth_type=data["auth_type"],
+            label=data["label"],
+            active=data["active"],
+            quota_source=data["quota_source"],
+            credential=self.credential_change(),
+        )
+
+
+class ConnectionEditForm(ConnectionFieldsForm):
+    """An existing connection: a new credential replaces the stored one, an empty input
+    keeps it, and the separate checkbox clears it."""
+
+    clear_credential = forms.BooleanField(label="Clear the stored credential", required=False)
+    credential_help = (
+        "Leave empty to keep the stored credential. A new one replaces it; it is encrypted "
+        "at rest and never shown again."
+    )
+
+    def clean(self) -> dict[str, object] | None:
+        cleaned = super().clean()
+        if self.cleaned_data.get("clear_credential") and self.cleaned_data.get("credential"):
+            self.add_error(
+                "credential",
+                "Type a new credential or tick “clear the stored credential”, not both.",
+            )
+        return cleaned
+
+    def credential_change(self) -> str | None:
+        if self.cleaned_data["clear_credential"]:
+            return ""
+        return super().credential_change()
+
+
+class ConnectionAddForm(ConnectionFieldsForm):
+    """A new connection under the gateway's own id."""
+
+    connection_id = forms.CharField(
+        label="Connection id",
+        max_length=128,
+        validators=[connection_id_validator],
+        help_text="The gateway's own id for it: 1 to 128 of A-Z a-z 0-9 . _ : @ -",
+    )
+
+    field_order = ("connection_id",)
+    credential_help = "Optional. Encrypted at rest and write-only: never shown again."

@@ -9,11 +9,22 @@ app_name = "ladder"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("connections/", views.connections, name="connections"),
+    # Before the connection pages: "add" is also a valid connection id, whose page this
+    # URL still shows on a GET.
+    path("connections/add/", views.connection_add_or_page, name="connection-add"),
     path("connections/<str:connection_id>/", views.connection_detail, name="connection"),
     path(
         "connections/<str:connection_id>/refresh/",
         views.refresh_connection,
         name="connection-refresh",
+    ),
+    path(
+        "connections/<str:connection_id>/edit/", views.connection_edit, name="connection-edit"
+    ),
+    path(
+        "connections/<str:connection_id>/delete/",
+        views.connection_delete,
+        name="connection-delete",
     ),
     path("pools/", views.pools, name="pools"),
     path("settings/", views.settings_page, name="settings"),

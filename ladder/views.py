@@ -38,6 +38,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import urlencode
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
@@ -47,7 +48,8 @@ from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
 from ladder import services
-from ladder.forms import SettingsForm, TokenForm
+from ladder.crypto import CredentialKeyMissing
+from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
 from ladder.models import ApiToken, Connection, HysteresisTransition, QuotaReading
 from ladder.rules import (
     SUBSCRIPTION_AUTO_ID,
@@ -546,16 +548,16 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
 # --- connections --------------------------------------------------------------------------
 
 
-@require_GET
-@viewer_required
-def connections(request: HtmxHttpRequest) -> TemplateResponse:
-    """Every connection: billing verdict, rung, quota, hysteresis, cooldown, reading."""
-    now = current_time()
+CONNECTIONS_TEMPLATE = "ladder/connections.html"
+
+
+def connections_context(request: HttpRequest, now: datetime) -> dict[str, Any]:
+    """The connections page: one page of the table (search and page from the query)."""
     search = request.GET.get("q", "").strip()[:100]
     table = connection_table(now, search=search, page_number=request.GET.get("page"))
     page_number = table.page.number if table.page is not None else 1
     search_params = {"q": search} if search else {}
-    context = {
+    return {
         "now": now,
         "table": table,
         "config": table.config,
@@ -566,11 +568,18 @@ def connections(request: HtmxHttpRequest) -> TemplateResponse:
         "connection_base": reverse("ladder:connections"),
         "catalog_url": reverse("billing:catalog"),
     }
+
+
+@require_GET
+@viewer_required
+def connections(request: HtmxHttpRequest) -> TemplateResponse:
+    """Every connection: billing verdict, rung, quota, hysteresis, cooldown, reading."""
+    context = {**connections_context(request, current_time()), **connection_add_context()}
     return render(
         request,
-        "ladder/connections.html",
+        CONNECTIONS_TEMPLATE,
         context,
-        partials=("connections-table", "refresh-notice"),
+        partials=("connections-table", "refresh-notice", "connection-add"),
     )
 
 
@@ -757,17 +766,17 @@ def _path(steps: list[str]) -> str:
     return " ".join(parts)
 
 
-@require_GET
-@viewer_required
-def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
-    """One connection: its status and a chart of the last 24 hours with its transitions."""
-    now = current_time()
+CONNECTION_DETAIL_TEMPLATE = "ladder/connection_detail.html"
+
+
+def connection_detail_context(now: datetime, connection_id: str) -> dict[str, Any]:
+    """One connection's status, its last 24 hours of readings and its transitions."""
     table = connection_table(now, connection_id=connection_id)
     row = table.rows[0]
     since = now - timedelta(hours=HISTORY_HOURS)
     readings = services.reading_history(row.connection, since=since)
     transitions = services.transition_history(row.connection, since=since)
-    context = {
+    return {
         "now": now,
         "row": row,
         "config": table.config,
@@ -776,9 +785,201 @@ def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateR
         "transitions": transitions,
         "history_hours": HISTORY_HOURS,
     }
-    return render(
-        request, "ladder/connection_detail.html", context, partials=("connection-status",)
+
+
+@require_GET
+@viewer_required
+def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
+    """One connection: its status and a chart of the last 24 hours with its transitions;
+    for operators its edit form (`?confirm-delete` asks to confirm its deletion)."""
+    context = connection_detail_context(current_time(), connection_id)
+    context.update(
+        connection_edit_context(
+            context["row"].connection, is_confirming_delete=CONFIRM_DELETE in request.GET
+        )
     )
+    return render(
+        request,
+        CONNECTION_DETAIL_TEMPLATE,
+        context,
+        partials=("connection-status", "connection-edit"),
+    )
+
+
+# --- connection edit, add and delete -------------------------------------------------------
+
+# The credential is write-only: never rendered (the form's input has no value, even when it
+# comes back with errors), never logged, and masked in error reports.
+NO_CREDENTIAL_KEY = (
+    "No credential key is configured (OMNIROUTE_CREDENTIAL_KEY): the credential was not stored"
+)
+CONFIRM_DELETE = "confirm-delete"
+# Sent with a saved connection: the live parts of the page reload at once, not on their poll.
+SAVED_EVENT = "connection-saved"
+# The add form's element ids, distinct from the search box's on the same page.
+ADD_IDS = "add-%s"
+ADD_INITIAL = {"active": True, "quota_source": "none"}
+
+
+def connection_initial(connection: Connection) -> dict[str, Any]:
+    """The edit form's values: every field but the credential, which is never shown."""
+    return {
+        "provider": connection.provider,
+        "auth_type": connection.auth_type,
+        "label": connection.label,
+        "active": connection.is_active,
+        "quota_source": connection.quota_source,
+    }
+
+
+def connection_edit_context(
+    connection: Connection,
+    *,
+    form: ConnectionEditForm | None = None,
+    is_confirming_delete: bool = False,
+    notice: dict[str, str] | None = None,
+    is_saved: bool = False,
+) -> dict[str, Any]:
+    """The edit panel of a connection page."""
+    return {
+        "connection": connection,
+        "edit_form": form or ConnectionEditForm(initial=connection_initial(connection)),
+        "is_confirming_delete": is_confirming_delete,
+        "edit_notice": notice,
+        "is_saved": is_saved,
+    }
+
+
+def _edit_panel(
+    request: HtmxHttpRequest, connection: Connection, *, status: int = 200, **edit: Any
+) -> TemplateResponse:
+    context = connection_edit_context(connection, **edit)
+    if not request.htmx or request.htmx.history_restore_request:
+        context = {**connection_detail_context(current_time(), connection.connection_id), **context}
+    return render(
+        request, CONNECTION_DETAIL_TEMPLATE, context, partials=("connection-edit",), status=status
+    )
+
+
+def _to_connections(request: HtmxHttpRequest) -> HttpResponseBase:
+    """To the connections list (its page shows the flashed message): the connection's own
+    page is gone."""
+    url = reverse("ladder:connections")
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@sensitive_post_parameters("credential")
+@require_POST
+@operator_required
+def connection_edit(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
+    """Save a connection's fields: a typed credential replaces the stored one, an empty
+    input keeps it, the checkbox clears it. Field errors come back with a 422."""
+    connection = Connection.objects.filter(connection_id=connection_id).first()
+    if connection is None:
+        messages.error(request, f"No connection {connection_id!r}: nothing was saved.")
+        return _to_connections(request)
+    form = ConnectionEditForm(request.POST)
+    if form.is_valid():
+        try:
+            connection, _ = services.upsert_connection(connection_id, form.connection_input())
+        except CredentialKeyMissing:
+            # Raised before anything is written: nothing changed.
+            form.add_error("credential", NO_CREDENTIAL_KEY)
+    if not form.is_valid():
+        return _edit_panel(request, connection, status=422, form=form)
+    message = f"Saved {connection_id}."
+    saved = connection
+
+    def refreshed() -> TemplateResponse:
+        response = _edit_panel(
+            request, saved, notice={"level": "success", "message": message}, is_saved=True
+        )
+        response["HX-Trigger"] = SAVED_EVENT
+        return response
+
+    return done(
+        request,
+        message,
+        reverse("ladder:connection", args=[connection_id]),
+        render_partial=refreshed,
+    )
+
+
+def connection_add_context(
+    *, form: ConnectionAddForm | None = None, added: str | None = None
+) -> dict[str, Any]:
+    """The add form of the connections page."""
+    return {
+        "add_form": form or ConnectionAddForm(auto_id=ADD_IDS, initial=ADD_INITIAL),
+        "added": added,
+    }
+
+
+def _add_panel(request: HtmxHttpRequest, *, status: int = 200, **add: Any) -> TemplateResponse:
+    context = connection_add_context(**add)
+    if not request.htmx or request.htmx.history_restore_request:
+        context = {**connections_context(request, current_time()), **context}
+    return render(
+        request, CONNECTIONS_TEMPLATE, context, partials=("connection-add",), status=status
+    )
+
+
+@sensitive_post_parameters("credential")
+@require_POST
+@operator_required
+def connection_add(request: HtmxHttpRequest) -> HttpResponseBase:
+    """Register a connection under a new id; an id in use is a 409 and nothing changes."""
+    form = ConnectionAddForm(request.POST, auto_id=ADD_IDS)
+    if not form.is_valid():
+        return _add_panel(request, status=422, form=form)
+    connection_id: str = form.cleaned_data["connection_id"]
+    if Connection.objects.filter(connection_id=connection_id).exists():
+        form.add_error(
+            "connection_id",
+            f"A connection with the id {connection_id} exists already: change it on its page.",
+        )
+        return _add_panel(request, status=409, form=form)
+    try:
+        services.upsert_connection(connection_id, form.connection_input())
+    except CredentialKeyMissing:
+        form.add_error("credential", NO_CREDENTIAL_KEY)
+        return _add_panel(request, status=422, form=form)
+
+    def refreshed() -> TemplateResponse:
+        response = _add_panel(request, added=connection_id)
+        response["HX-Trigger"] = SAVED_EVENT
+        return response
+
+    return done(
+        request,
+        f"Added {connection_id}.",
+        reverse("ladder:connections"),
+        render_partial=refreshed,
+    )
+
+
+def connection_add_or_page(request: HtmxHttpRequest) -> HttpResponseBase:
+    """`/connections/add/` is also the page of a connection whose id is "add" (a valid
+    gateway id): a POST adds a connection, any other method is that page's."""
+    if request.method == "POST":
+        return connection_add(request)
+    return connection_detail(request, connection_id="add")
+
+
+@require_POST
+@operator_required
+def connection_delete(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
+    """Delete a connection with its readings and transitions, after the confirmation
+    step; back to the list with what happened."""
+    if services.delete_connection(connection_id):
+        messages.success(
+            request,
+            f"Deleted {connection_id} with its readings and transitions. Candidates that name it see an "
+            "unregistered connection (counted as metered) until a gateway registers it again.",
+        )
+    else:
+        messages.error(request, f"No connection {connection_id!r}: it was deleted already.")
+    return _to_connections(request)
 
 
 # --- pools --------------------------------------------------------------------------------
