@@ -82,6 +82,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "omniroute_admin.middleware.BodySizeLimitMiddleware",
+    "omniroute_admin.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "omniroute_admin.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -145,6 +146,11 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DATABASES["default"]["CONN_MAX_AGE"] = _typed("DATABASE_CONN_MAX_AGE_SECONDS", env.int, 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# API requests answer within this many seconds, a JSON 503 with Retry-After past it: the
+# timeouts above cannot fire on a database that stops answering mid-query (0 disables).
+API_REQUEST_DEADLINE_SECONDS: float = _typed("API_REQUEST_DEADLINE_SECONDS", env.float, 0.9)
+if API_REQUEST_DEADLINE_SECONDS < 0:
+    raise ImproperlyConfigured("API_REQUEST_DEADLINE_SECONDS must be 0 (off) or more.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -215,11 +221,14 @@ BROKER_DIR = Path(_typed("CELERY_FILESYSTEM_BROKER_DIR", env.str, str(VAR_DIR / 
 CELERY_BROKER_URL: str = _typed("CELERY_BROKER_URL", env.str, "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
     {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
         "processed_folder": str(BROKER_DIR / "processed"),
+        # Broadcast (pidbox) files; kombu's default is a folder in the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
     else {"visibility_timeout": 3600}
@@ -240,6 +249,13 @@ CELERY_TASK_DEFAULT_QUEUE: str = _typed("CELERY_TASK_DEFAULT_QUEUE", env.str, "o
 QUOTA_REFRESH_INTERVAL_SECONDS: int = _typed("QUOTA_REFRESH_INTERVAL_SECONDS", env.int, 180)
 QUOTA_BEAT_SECONDS: float = _typed("QUOTA_BEAT_SECONDS", env.float, 10.0)
 QUOTA_HTTP_TIMEOUT_SECONDS: float = _typed("QUOTA_HTTP_TIMEOUT_SECONDS", env.float, 10.0)
+# One refresh of a connection at a time: a refresh holds a lease on the connection this
+# long. A worker killed mid-poll leaves its lease to expire, so it must outlast any poll.
+QUOTA_REFRESH_LEASE_SECONDS: float = _typed("QUOTA_REFRESH_LEASE_SECONDS", env.float, 45.0)
+if QUOTA_REFRESH_LEASE_SECONDS <= QUOTA_HTTP_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured(
+        "QUOTA_REFRESH_LEASE_SECONDS must be longer than QUOTA_HTTP_TIMEOUT_SECONDS."
+    )
 # At most this many usage-endpoint calls run at once, across every worker.
 QUOTA_MAX_CONCURRENT_POLLS: int = _typed("QUOTA_MAX_CONCURRENT_POLLS", env.int, 4)
 QUOTA_READING_RETENTION_DAYS: int = _typed("QUOTA_READING_RETENTION_DAYS", env.int, 14)
