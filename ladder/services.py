@@ -765,8 +765,16 @@ class ConnectionInput:
     credential: str | None = None  # None keeps the stored one; "" clears it
 
 
-def upsert_connection(connection_id: str, data: ConnectionInput) -> tuple[Connection, bool]:
-    """Create or replace a connection's fields; the credential is encrypted before storing."""
+class ConnectionExists(Exception):
+    """A create-only write named an id that is registered already; nothing changed."""
+
+
+def upsert_connection(
+    connection_id: str, data: ConnectionInput, *, must_exist: bool | None = None
+) -> tuple[Connection, bool]:
+    """Create or replace a connection's fields; the credential is encrypted before storing.
+    `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
+    decided under the row lock so a concurrent write cannot slip in between."""
     ciphertext = None
     if data.credential:
         ciphertext = encrypt_credential(data.credential)
@@ -775,6 +783,10 @@ def upsert_connection(connection_id: str, data: ConnectionInput) -> tuple[Connec
             Connection.objects.select_for_update().filter(connection_id=connection_id).first()
         )
         created = connection is None
+        if must_exist is True and connection is None:
+            raise NotFound(f"No connection {connection_id!r}.")
+        if must_exist is False and connection is not None:
+            raise ConnectionExists(f"A connection with the id {connection_id} exists already.")
         if connection is None:
             connection = Connection(connection_id=connection_id)
         connection.provider = data.provider
@@ -786,8 +798,22 @@ def upsert_connection(connection_id: str, data: ConnectionInput) -> tuple[Connec
             connection.credential_ciphertext = ""
         elif ciphertext is not None:
             connection.credential_ciphertext = ciphertext
-        connection.save()
+        try:
+            with transaction.atomic():
+                connection.save()
+        except IntegrityError as error:  # created concurrently by another request
+            raise ConnectionExists(
+                f"A connection with the id {connection_id} exists already."
+            ) from error
         billing_services.bump(ChangeCounter.STATE)
+    logger.info(
+        "connection %s %s (provider %s, auth %s, credential %s)",
+        connection_id,
+        "created" if created else "updated",
+        data.provider,
+        data.auth_type,
+        "replaced" if ciphertext else ("cleared" if data.credential == "" else "kept"),
+    )
     return connection, created
 
 

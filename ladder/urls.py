@@ -18,9 +18,7 @@ urlpatterns = [
         views.refresh_connection,
         name="connection-refresh",
     ),
-    path(
-        "connections/<str:connection_id>/edit/", views.connection_edit, name="connection-edit"
-    ),
+    path("connections/<str:connection_id>/edit/", views.connection_edit, name="connection-edit"),
     path(
         "connections/<str:connection_id>/delete/",
         views.connection_delete,

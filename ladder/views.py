@@ -69,6 +69,7 @@ from ladder.rules import (
     rung_for,
 )
 from ladder.tokens import create_token, revoke_token
+from omniroute_admin.login_throttle import ThrottledAuthenticationForm
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -881,10 +882,15 @@ def connection_edit(request: HtmxHttpRequest, connection_id: str) -> HttpRespons
     form = ConnectionEditForm(request.POST)
     if form.is_valid():
         try:
-            connection, _ = services.upsert_connection(connection_id, form.connection_input())
+            connection, _ = services.upsert_connection(
+                connection_id, form.connection_input(), must_exist=True
+            )
         except CredentialKeyMissing:
             # Raised before anything is written: nothing changed.
             form.add_error("credential", NO_CREDENTIAL_KEY)
+        except services.NotFound:  # deleted meanwhile: never recreate it from an edit
+            messages.error(request, f"No connection {connection_id!r}: nothing was saved.")
+            return _to_connections(request)
     if not form.is_valid():
         return _edit_panel(request, connection, status=422, form=form)
     message = f"Saved {connection_id}."
@@ -933,14 +939,14 @@ def connection_add(request: HtmxHttpRequest) -> HttpResponseBase:
     if not form.is_valid():
         return _add_panel(request, status=422, form=form)
     connection_id: str = form.cleaned_data["connection_id"]
-    if Connection.objects.filter(connection_id=connection_id).exists():
+    try:
+        services.upsert_connection(connection_id, form.connection_input(), must_exist=False)
+    except services.ConnectionExists:
         form.add_error(
             "connection_id",
             f"A connection with the id {connection_id} exists already: change it on its page.",
         )
         return _add_panel(request, status=409, form=form)
-    try:
-        services.upsert_connection(connection_id, form.connection_input())
     except CredentialKeyMissing:
         form.add_error("credential", NO_CREDENTIAL_KEY)
         return _add_panel(request, status=422, form=form)
@@ -974,8 +980,9 @@ def connection_delete(request: HtmxHttpRequest, connection_id: str) -> HttpRespo
     if services.delete_connection(connection_id):
         messages.success(
             request,
-            f"Deleted {connection_id} with its readings and transitions. Candidates that name it see an "
-            "unregistered connection (counted as metered) until a gateway registers it again.",
+            f"Deleted {connection_id} with its readings and transitions. Candidates that "
+            "name it see an unregistered connection (counted as metered) until a gateway "
+            "registers it again.",
         )
     else:
         messages.error(request, f"No connection {connection_id!r}: it was deleted already.")
@@ -1266,7 +1273,9 @@ def _with_headers(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRe
 
 login = _with_headers(
     auth_views.LoginView.as_view(
-        template_name="registration/login.html", redirect_authenticated_user=True
+        template_name="registration/login.html",
+        redirect_authenticated_user=True,
+        authentication_form=ThrottledAuthenticationForm,
     )
 )
 logout = _with_headers(auth_views.LogoutView.as_view())

@@ -66,8 +66,46 @@ def test_signing_in_starts_a_new_session_key(client: Client) -> None:
     client.get("/accounts/login/")
     before = client.cookies["sessionid"].value if "sessionid" in client.cookies else None
 
-    client.post(
+    client.post("/accounts/login/", {"username": "olga", "password": "a-long-test-password"})
+
+    assert client.cookies["sessionid"].value != before
+
+
+@override_settings(LOGIN_MAX_FAILURES_PER_USER=3)
+def test_failed_sign_ins_are_throttled_even_with_the_right_password(client: Client) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    User.objects.create_user("olga", password="a-long-test-password")
+    for _ in range(3):
+        wrong = client.post("/accounts/login/", {"username": "olga", "password": "nope"})
+        assert wrong.status_code == 200
+        assert "Please enter a correct username and password" in wrong.content.decode()
+
+    right = client.post(
         "/accounts/login/", {"username": "olga", "password": "a-long-test-password"}
     )
 
-    assert client.cookies["sessionid"].value != before
+    assert right.status_code == 200
+    assert "Too many failed sign-ins. Wait 15 minutes" in right.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+@override_settings(LOGIN_MAX_FAILURES_PER_USER=3)
+def test_a_successful_sign_in_before_the_limit_resets_the_count(client: Client) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    User.objects.create_user("olga", password="a-long-test-password")
+    for _ in range(2):
+        client.post("/accounts/login/", {"username": "olga", "password": "nope"})
+    client.post("/accounts/login/", {"username": "olga", "password": "a-long-test-password"})
+    client.logout()
+
+    for _ in range(2):
+        client.post("/accounts/login/", {"username": "olga", "password": "nope"})
+    again = client.post(
+        "/accounts/login/", {"username": "olga", "password": "a-long-test-password"}
+    )
+
+    assert again.status_code == 302

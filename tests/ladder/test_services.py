@@ -460,3 +460,23 @@ def test_headers_with_only_a_reset_time_leave_the_reading_alone() -> None:
     )
 
     assert _connection().current_reading_id == good.pk
+
+
+def test_an_update_only_write_never_creates_a_connection() -> None:
+    with pytest.raises(services.NotFound):
+        services.upsert_connection(
+            "gone", services.ConnectionInput("claude", "oauth"), must_exist=True
+        )
+
+    assert not Connection.objects.filter(connection_id="gone").exists()
+
+
+def test_a_create_only_write_never_replaces_a_connection() -> None:
+    make_connection("plan", label="original")
+
+    with pytest.raises(services.ConnectionExists):
+        services.upsert_connection(
+            "plan", services.ConnectionInput("claude", "oauth", label="other"), must_exist=False
+        )
+
+    assert Connection.objects.get(connection_id="plan").label == "original"

@@ -352,3 +352,58 @@ def test_hostile_text_is_shown_as_text(client: Client) -> None:
     }
     for index, provider in enumerate(PAYLOADS):
         assert rows[f"xss-{index}"].by_tag("td")[0].text.endswith(f"{provider} · apikey")
+
+
+# --- connection edit, add and delete (appended with those views) ----------------------------
+
+
+def _connection_writes() -> list[tuple[str, dict[str, Any]]]:
+    fields = {
+        "provider": "claude",
+        "auth_type": "oauth",
+        "label": "a viewer tried",
+        "active": "on",
+        "quota_source": "claude",
+    }
+    return [
+        ("/connections/claude-max-1/edit/", {**fields, "credential": "sk-viewer-tried"}),
+        ("/connections/claude-max-1/edit/", {**fields, "clear_credential": "on"}),
+        ("/connections/add/", {**fields, "connection_id": "viewer-added"}),
+        ("/connections/claude-max-1/delete/", {}),
+    ]
+
+
+def test_a_viewer_gets_403_on_every_connection_write_and_nothing_changes(
+    demo: None, client: Client
+) -> None:
+    before = _database_state()
+    signed_in(client, "victor", "viewer")
+
+    statuses = [client.post(url, data).status_code for url, data in _connection_writes()]
+
+    assert statuses == [403] * len(_connection_writes())
+    assert _database_state() == before
+
+
+def test_anonymous_connection_writes_go_to_the_login_page_and_nothing_changes(
+    demo: None, client: Client
+) -> None:
+    before = _database_state()
+
+    responses = [client.post(url, data) for url, data in _connection_writes()]
+
+    assert [(r.status_code, r["Location"]) for r in responses] == [
+        (302, f"/accounts/login/?next={url}") for url, _ in _connection_writes()
+    ]
+    assert _database_state() == before
+
+
+def test_connection_writes_need_the_csrf_token(demo: None) -> None:
+    client = Client(enforce_csrf_checks=True)
+    signed_in(client, "olga", "operator")
+    before = _database_state()
+
+    statuses = [client.post(url, data).status_code for url, data in _connection_writes()]
+
+    assert statuses == [403] * len(_connection_writes())
+    assert _database_state() == before
