@@ -10,8 +10,12 @@ TEST_CREDENTIAL_KEY = "t1:" + Fernet.generate_key().decode()
 
 @pytest.fixture(autouse=True)
 def _credential_key(settings: pytest.FixtureRequest) -> None:
-    """Every test has a credential key unless it removes it on purpose."""
+    """Every test has a credential key unless it removes it on purpose, and hashes test
+    passwords quickly (the production hasher is deliberately slow)."""
     settings.OMNIROUTE_CREDENTIAL_KEY = TEST_CREDENTIAL_KEY  # type: ignore[attr-defined]
+    settings.PASSWORD_HASHERS = [  # type: ignore[attr-defined]
+        "django.contrib.auth.hashers.MD5PasswordHasher"
+    ]
 
 
 @pytest.fixture(autouse=True)
