@@ -29,8 +29,6 @@ from ladder.quota.registry import UnknownAdapter, get_adapter
 logger = logging.getLogger(__name__)
 
 NO_SOURCE = "none"
-# Longer than any poll can take (the task's hard time limit is 30 s).
-LEASE = timedelta(seconds=45)
 # A usage endpoint that said 429 without Retry-After is left alone this long.
 DEFAULT_POLL_BACKOFF = timedelta(minutes=5)
 
@@ -67,8 +65,14 @@ def _take_lease(connection_id: str, now: datetime) -> Lease:
         taken = Connection.objects.filter(
             Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now),
             connection_id=connection_id,
-        ).update(refresh_lease_until=now + LEASE)
+        ).update(refresh_lease_until=now + _lease())
     return Lease.TAKEN if taken == 1 else Lease.HELD_ELSEWHERE
+
+
+def _lease() -> timedelta:
+    """How long a refresh holds its connection (QUOTA_REFRESH_LEASE_SECONDS, default 45 s:
+    longer than any poll can take; the task's hard time limit is 30 s)."""
+    return timedelta(seconds=settings.QUOTA_REFRESH_LEASE_SECONDS)
 
 
 def _release_lease(connection_id: str) -> None:

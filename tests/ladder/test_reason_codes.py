@@ -21,6 +21,7 @@ def _utc(instant: datetime) -> str:
     """An instant as the reason sentences spell it."""
     return f"{instant.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
+
 pytestmark = pytest.mark.django_db
 
 SETTINGS = {
