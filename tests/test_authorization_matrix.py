@@ -164,9 +164,9 @@ def world(db: None) -> World:
     )
 
 
-def _client_for(role: str, world: World) -> tuple[Client, dict[str, str]]:
+def _client_for(role: str, world: World) -> tuple[Client, dict[str, Any]]:
     client = Client()
-    headers: dict[str, str] = {}
+    headers: dict[str, Any] = {}
     if role in ("viewer", "operator"):
         user = User.objects.create_user(f"{role}-user", password="a-long-test-password")
         user.groups.add(Group.objects.get(name=role))
@@ -226,7 +226,7 @@ def test_dashboard_and_operations_matrix(
 
 
 def _api_cases() -> list[Any]:
-    cases = []
+    cases: list[Any] = []
     for method, path in sorted(_api_operations()):
         expected = API_OPERATOR if (method, path) in API_OPERATOR_OPERATIONS else API_READ
         cases.extend(
