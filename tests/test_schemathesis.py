@@ -3,7 +3,8 @@ the app's own OpenAPI document and sends them in-process with an operator token,
 database seeded with a small world. No response may be a server error, and every
 documented response must match its schema.
 
-Bounded for CI: 25 examples per operation, one test per operation, each in its own
+All three generation phases run (examples from the document, coverage of its edge
+cases, and fuzzing with 100 examples per operation), one test per operation, each in its own
 rolled-back transaction (pytest-django's `db`).
 """
 
@@ -80,7 +81,7 @@ def seed_world() -> str:
 
 @schema.parametrize()
 @settings(
-    max_examples=25,
+    max_examples=100,
     deadline=None,
     database=None,
     suppress_health_check=[
@@ -143,3 +144,13 @@ def test_every_operation_with_a_body_documents_400_and_422() -> None:
     ]
 
     assert undocumented == []
+
+
+def test_the_examples_coverage_and_fuzzing_phases_all_run() -> None:
+    phases = schema.config.phases
+
+    assert (phases.examples.enabled, phases.coverage.enabled, phases.fuzzing.enabled) == (
+        True,
+        True,
+        True,
+    )
