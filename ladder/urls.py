@@ -25,6 +25,7 @@ urlpatterns = [
         name="connection-delete",
     ),
     path("pools/", views.pools, name="pools"),
+    path("reports/simulation/", views.simulation_report, name="simulation-report"),
     path("settings/", views.settings_page, name="settings"),
     path("settings/update/", views.settings_update, name="settings-update"),
     path("tokens/", views.tokens, name="tokens"),

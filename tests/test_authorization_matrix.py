@@ -56,6 +56,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "connections/<str:connection_id>/edit/"): DASHBOARD_WRITE,
     ("POST", "connections/<str:connection_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
+    ("GET", "reports/simulation/"): PAGE,
     ("GET", "settings/"): PAGE,
     ("POST", "settings/update/"): DASHBOARD_WRITE,
     ("GET", "tokens/"): PAGE,

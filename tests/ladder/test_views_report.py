@@ -1,0 +1,50 @@
+"""The dashboard links the latest what-if report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def viewer(client: Client) -> Client:
+    user = User.objects.create_user("vera", password="a-long-test-password")
+    user.groups.add(Group.objects.get(name="viewer"))
+    client.force_login(user)
+    return client
+
+
+def test_without_a_report_the_page_says_how_to_make_one(
+    viewer: Client, settings: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+
+    response = viewer.get("/reports/simulation/")
+
+    assert response.status_code == 200
+    assert "python manage.py simulate" in response.content.decode()
+
+
+def test_the_latest_report_is_served_under_its_own_strict_csp(
+    viewer: Client, settings: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "latest.html").write_text("<html><svg></svg>report</html>")
+
+    response = viewer.get("/reports/simulation/")
+
+    assert response.content == b"<html><svg></svg>report</html>"
+    assert response["Content-Security-Policy"].startswith("default-src 'none';")
+    assert "script-src" not in response["Content-Security-Policy"]
+
+
+def test_every_page_links_the_report(viewer: Client) -> None:
+    response = viewer.get("/")
+
+    assert 'href="/reports/simulation/"' in response.content.decode()
