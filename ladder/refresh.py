@@ -59,6 +59,12 @@ def _take_lease(connection_id: str, now: datetime) -> Lease:
     with transaction.atomic():
         # The settings row doubles as the mutex of the cap: count and take in one step.
         LadderSettings.objects.select_for_update().filter(pk=1).first()
+        # The connection's own lease first: a duplicate of a poll in flight is dropped,
+        # never retried (a retry would poll again once the first one finished).
+        if Connection.objects.filter(
+            connection_id=connection_id, refresh_lease_until__gt=now
+        ).exists():
+            return Lease.HELD_ELSEWHERE
         busy = Connection.objects.filter(refresh_lease_until__gt=now).count()
         if busy >= settings.QUOTA_MAX_CONCURRENT_POLLS:
             return Lease.AT_CAPACITY
@@ -196,6 +202,8 @@ def due_connection_ids(
     return list(
         Connection.objects.exclude(quota_source=NO_SOURCE)
         .filter(is_active=True)
+        # A poll in flight answers for its connection already.
+        .filter(Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now))
         .filter(Q(poll_not_before__isnull=True) | Q(poll_not_before__lte=now))
         .filter(
             Q(current_reading__isnull=True)

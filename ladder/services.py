@@ -639,9 +639,39 @@ def store_reading(
             connection.save(update_fields=update_fields)
         billing_services.bump(ChangeCounter.STATE)
         stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
-        if is_current and reading.reset_at is not None and reading.reset_at > now:
+        if is_current and _should_schedule_reset_refresh(
+            reading.reset_at,
+            current.reset_at if current is not None else None,
+            current.checked_at if current is not None else None,
+            now,
+        ):
             transaction.on_commit(lambda: _schedule_refresh_at_reset(connection, reading.reset_at))
     return stored
+
+
+# Reset-time refreshes are scheduled only this far ahead: an ETA task held longer than the
+# broker's visibility timeout (Redis) or consumer timeout (RabbitMQ) would be redelivered
+# or dropped, and the beat refreshes any reading whose reset has passed anyway.
+RESET_REFRESH_HORIZON = timedelta(minutes=30)
+
+
+def _should_schedule_reset_refresh(
+    reset_at: datetime | None,
+    previous_reset: datetime | None,
+    previous_checked_at: datetime | None,
+    now: datetime,
+) -> bool:
+    """Schedule a refresh for a reset instant once: when it is near enough, and the
+    previous current reading did not already schedule the same instant."""
+    if reset_at is None or not now < reset_at <= now + RESET_REFRESH_HORIZON:
+        return False
+    # Every poll of a window repeats its reset: one scheduled refresh per instant.
+    was_scheduled = (
+        previous_reset == reset_at
+        and previous_checked_at is not None
+        and reset_at <= previous_checked_at + RESET_REFRESH_HORIZON
+    )
+    return not was_scheduled
 
 
 def _schedule_refresh_at_reset(connection: Connection, reset_at: datetime | None) -> None:

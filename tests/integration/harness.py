@@ -216,7 +216,7 @@ class GatedUpstream:
     def calls_of(self, credential: str) -> int:
         """How many calls were made with this credential (answered or in flight)."""
         with self.lock:
-            return sum(1 for started, _ in self.started if started == credential)
+            return sum(1 for caller, _ in self.started if caller == credential)
 
     def credentials_in_flight(self) -> set[str]:
         """Credentials whose call has started and not been answered yet."""
@@ -271,6 +271,13 @@ class _Process:
     def wait_ready(self) -> None:
         return
 
+    def wait_for(self, event: threading.Event, what: str, timeout: float) -> None:
+        """Wait for `event` (set by `on_line`); fail at once if the process exits."""
+        deadline = time.monotonic() + timeout
+        while not event.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: {what}:\n" + self.tail())
+
     def tail(self, lines: int = 40) -> str:
         return f"--- {self.name} ---\n" + "\n".join(self.log[-lines:])
 
@@ -317,9 +324,7 @@ class WebServer(_Process):
 
     def wait_ready(self) -> None:
         """Wait until the server answers /healthz."""
-        if not self.listening.wait(SERVER_READY_TIMEOUT):
-            raise AssertionError("the web server did not start:\n" + self.tail())
-
+        self.wait_for(self.listening, "the web server did not start", SERVER_READY_TIMEOUT)
         import httpx
 
         def is_healthy() -> bool:
@@ -373,8 +378,7 @@ class CeleryWorker(_Process):
             self.ready.set()
 
     def wait_ready(self) -> None:
-        if not self.ready.wait(WORKER_READY_TIMEOUT):
-            raise AssertionError("the worker did not start:\n" + self.tail())
+        self.wait_for(self.ready, "the worker did not start", WORKER_READY_TIMEOUT)
 
     def refreshes(self, connection_id: str, outcome: str) -> int:
         """How many refreshes of the connection this worker logged with this outcome
@@ -673,3 +677,41 @@ def concurrent_calls(
     missing = [i for i, answer in enumerate(answers) if answer is None]
     assert not missing, f"requests {missing} got no answer"
     return [answer for answer in answers if answer is not None]
+
+
+def unacked_messages(broker_url: str, queue: str) -> dict[str, dict[str, Any]]:
+    """The messages of `queue` that a Redis broker holds as delivered but not acknowledged
+    (kombu parks them in its `unacked` hash until acked, or restored after the visibility
+    timeout), by delivery tag: each with its task name and keyword arguments."""
+    import base64
+
+    import redis
+
+    client = redis.Redis.from_url(broker_url)
+    parked: dict[str, dict[str, Any]] = {}
+    for tag, raw in client.hgetall("unacked").items():
+        message, _exchange, routing_key = json.loads(raw)
+        if routing_key != queue:
+            continue
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        _args, kwargs, _embed = json.loads(body)
+        parked[tag.decode()] = {
+            "task": message["headers"]["task"],
+            "eta": message["headers"].get("eta"),
+            "kwargs": kwargs,
+        }
+    return parked
+
+
+def drop_broker_queue(broker_url: str, queue: str) -> None:
+    """Delete a test's own queue from a Redis broker, with its parked unacked messages."""
+    import redis
+
+    client = redis.Redis.from_url(broker_url)
+    for tag in unacked_messages(broker_url, queue):
+        client.hdel("unacked", tag)
+        client.zrem("unacked_index", tag)
+    keys = [*client.scan_iter(match=f"{queue}*"), f"_kombu.binding.{queue}"]
+    client.delete(*keys)

@@ -1,0 +1,146 @@
+"""A deadline on API requests, so a hung database costs a gateway one second, not a hang.
+
+The connect timeout bounds a database that refuses, and the statement timeout one that
+is slow, but neither fires when the network or the server stops answering mid-query: a
+thread then waits on its socket for as long as TCP keeps it open. So the rest of an API
+request runs on a small per-process pool of threads, and the request thread answers a
+JSON 503 with `Retry-After: 1` once `API_REQUEST_DEADLINE_SECONDS` have passed (0
+disables this). The abandoned work carries on in its thread until the database answers
+or the connection breaks, and its result is dropped: a write it was making may still
+land, so a gateway retries writes that are idempotent (readings, spend by request id).
+
+The pool is bounded: a request that finds every thread stuck waits only for what is
+left of its own deadline, then gets the same 503. Each pool thread keeps its own
+database connection (Django's are per thread) and opens and closes every request the
+way Django's request signals do, so CONN_MAX_AGE and CONN_HEALTH_CHECKS apply to it and
+a connection broken during an outage is replaced on the first request after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from omniroute_admin.middleware import is_api_path
+
+logger = logging.getLogger(__name__)
+
+# Threads per process that may wait on the database at once. A healthy API request holds
+# one for milliseconds, so this caps how many requests a hung database can strand, not
+# throughput; each thread that has run a request keeps one database connection.
+MAX_THREADS = 16
+DETAIL = "The database did not answer in time; retry shortly."
+# The answer of omniroute_admin.errors to a database error inside the ninja API.
+UNAVAILABLE_DETAIL = "The database is unavailable; retry shortly."
+
+Handler = Callable[[HttpRequest], HttpResponse]
+
+
+class _Pool:
+    """A thread pool that refuses work instead of queueing it when every thread is busy."""
+
+    def __init__(self, size: int) -> None:
+        self.pid = os.getpid()
+        self._free = threading.BoundedSemaphore(size)
+        self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="api-deadline")
+
+    def submit(
+        self, handler: Handler, request: HttpRequest, *, wait: float
+    ) -> Future[HttpResponse] | None:
+        """Run `handler(request)` on a free thread; None if none frees up within `wait`."""
+        if not self._free.acquire(timeout=max(wait, 0.0)):
+            return None
+        try:
+            return self._executor.submit(self._run, handler, request)
+        except BaseException:
+            self._free.release()
+            raise
+
+    def _run(self, handler: Handler, request: HttpRequest) -> HttpResponse:
+        try:
+            close_old_connections()  # what Django's request_started signal does
+            try:
+                return handler(request)
+            finally:
+                close_old_connections()  # and request_finished
+        finally:
+            self._free.release()
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> _Pool:
+    """This process's pool (a forked child makes its own: threads do not survive a fork)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = _Pool(MAX_THREADS)
+        return _pool
+
+
+def _in_transaction() -> bool:
+    """Whether this thread holds an open transaction, which another thread could not see
+    (only when the app is called inside one, as a test client in a test transaction is)."""
+    return any(c.in_atomic_block for c in connections.all(initialized_only=True))
+
+
+def _unavailable(detail: str) -> JsonResponse:
+    response = JsonResponse({"detail": detail}, status=503)
+    response["Retry-After"] = "1"
+    return response
+
+
+def _too_late(request: HttpRequest, deadline: float, why: str) -> JsonResponse:
+    logger.warning(
+        "%s %s passed its %.2f s deadline (%s): answered 503",
+        request.method,
+        request.path,
+        deadline,
+        why,
+    )
+    return _unavailable(DETAIL)
+
+
+class RequestDeadlineMiddleware:
+    """API requests (`/api/`, `/v1/`) answer within API_REQUEST_DEADLINE_SECONDS: a JSON
+    503 with Retry-After when the rest of the request has not finished by then. A view
+    outside the ninja API that raises a database error (the `/v1/models` alias) gets the
+    ninja API's JSON 503 too, never the generic 500."""
+
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
+        if deadline <= 0 or not is_api_path(request.path) or _in_transaction():
+            return self.get_response(request)
+        started = time.monotonic()
+        future = _get_pool().submit(self.get_response, request, wait=deadline)
+        if future is None:
+            return _too_late(request, deadline, "every request thread is waiting on the database")
+        try:
+            return future.result(timeout=max(deadline - (time.monotonic() - started), 0.0))
+        except FutureTimeout:
+            return _too_late(request, deadline, "the database did not answer")
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_api_path(request.path) and isinstance(exception, (OperationalError, InterfaceError)):
+            logger.warning(
+                "database unavailable during %s %s: %s",
+                request.method,
+                request.path,
+                type(exception).__name__,
+            )
+            return _unavailable(UNAVAILABLE_DETAIL)
+        return None
