@@ -388,6 +388,20 @@ def load_views(referenced: dict[str, str], catalog: Catalog) -> dict[str, Connec
     return views
 
 
+def tiers_of(
+    candidates: Sequence[CandidateIn], prices: PriceBook, config: LadderConfig
+) -> dict[tuple[str, str], Tier]:
+    """The economic tier of every (provider, model) the candidates name, once each."""
+    tiers: dict[tuple[str, str], Tier] = {}
+    for candidate in candidates:
+        pair = (candidate.provider, candidate.model)
+        if pair not in tiers:
+            tiers[pair] = prices.tier_of(
+                candidate.provider, candidate.model, config.cheap_max_input_usd_per_mtok
+            )
+    return tiers
+
+
 def _referenced(candidates: Sequence[CandidateIn]) -> dict[str, str]:
     referenced: dict[str, str] = {}
     for candidate in candidates:
@@ -431,13 +445,7 @@ def decide_for(
     has_budget = config.cheap_budget_usd is not None or config.premium_budget_usd is not None
     # Without a budget no paid rung is gated: the spend query is skipped.
     spend = spend_in_window(config, now) if has_budget else {}
-    tiers: dict[tuple[str, str], Tier] = {}
-    for candidate in candidates:
-        pair = (candidate.provider, candidate.model)
-        if pair not in tiers:
-            tiers[pair] = snapshot.prices.tier_of(
-                candidate.provider, candidate.model, config.cheap_max_input_usd_per_mtok
-            )
+    tiers = tiers_of(candidates, snapshot.prices, config)
     decision = rules.decide(auto_id, candidates, views, tiers, spend, config, now)
     valid_until = rules.inputs_valid_until(views.values(), spend, config, now)
     with _cache_lock:
@@ -1096,28 +1104,8 @@ def decide_published(*, now: datetime | None = None) -> list[Decision]:
     now = now or timezone.now()
     candidates = registered_candidates()
     inputs = load_decision_inputs(now)
-    referenced: dict[str, str] = {}
-    tiers: dict[tuple[str, str], Tier] = {}
-    for candidate in candidates:
-        ids = (
-            (candidate.connection_id,)
-            if candidate.connection_id is not None
-            else candidate.allowed_connection_ids or ()
-        )
-        for connection_id in ids:
-            referenced.setdefault(connection_id, candidate.provider)
-        key = (candidate.provider, candidate.model)
-        if key not in tiers:
-            tiers[key] = inputs.prices.tier_of(
-                candidate.provider, candidate.model, inputs.config.cheap_max_input_usd_per_mtok
-            )
-    views: dict[str, ConnectionView] = {
-        connection.connection_id: connection_view(connection, inputs.catalog)
-        for connection in connections_with_readings().filter(connection_id__in=list(referenced))
-    }
-    for connection_id, provider in referenced.items():
-        if connection_id not in views:
-            views[connection_id] = unregistered_view(connection_id, provider)
+    tiers = tiers_of(candidates, inputs.prices, inputs.config)
+    views = load_views(_referenced(candidates), inputs.catalog)
     return [
         rules.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
         for auto_id in published_auto_ids(candidates)
