@@ -16,6 +16,9 @@ def _credential_key(settings: pytest.FixtureRequest) -> None:
     settings.PASSWORD_HASHERS = [  # type: ignore[attr-defined]
         "django.contrib.auth.hashers.MD5PasswordHasher"
     ]
+    # In-process tests call the app on the test's own thread and database connection; the
+    # request deadline (a thread pool) is exercised by its own tests against a real server.
+    settings.API_REQUEST_DEADLINE_SECONDS = 0  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)
