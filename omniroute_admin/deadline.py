@@ -9,8 +9,9 @@ disables this). The abandoned work carries on in its thread until the database a
 or the connection breaks, and its result is dropped: a write it was making may still
 land, so a gateway retries writes that are idempotent (readings, spend by request id).
 
-The pool is bounded: a request that finds every thread stuck waits only for what is
-left of its own deadline, then gets the same 503. Each pool thread keeps its own
+The pool is bounded and never queues: a request that finds every thread stuck on the
+database gets the same 503 at once, so a hung database neither piles up work to run
+when it wakes nor holds the server's own threads. Each pool thread keeps its own
 database connection (Django's are per thread) and opens and closes every request the
 way Django's request signals do, so CONN_MAX_AGE and CONN_HEALTH_CHECKS apply to it and
 a connection broken during an outage is replaced on the first request after it.
@@ -27,16 +28,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from omniroute_admin.middleware import is_api_path
+from omniroute_admin.middleware import is_api_path, too_large
 
 logger = logging.getLogger(__name__)
 
-# Threads per process that may wait on the database at once. A healthy API request holds
-# one for milliseconds, so this caps how many requests a hung database can strand, not
-# throughput; each thread that has run a request keeps one database connection.
+# API requests per process that may wait on the database at once: how many a hung database
+# can strand. Keep a server's own threads per process below it (the README runs gunicorn
+# with 8), or healthy requests beyond it get the 503 too. Each thread that has run a
+# request keeps one database connection.
 MAX_THREADS = 16
 DETAIL = "The database did not answer in time; retry shortly."
 # The answer of omniroute_admin.errors to a database error inside the ninja API.
@@ -53,11 +56,9 @@ class _Pool:
         self._free = threading.BoundedSemaphore(size)
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="api-deadline")
 
-    def submit(
-        self, handler: Handler, request: HttpRequest, *, wait: float
-    ) -> Future[HttpResponse] | None:
-        """Run `handler(request)` on a free thread; None if none frees up within `wait`."""
-        if not self._free.acquire(timeout=max(wait, 0.0)):
+    def submit(self, handler: Handler, request: HttpRequest) -> Future[HttpResponse] | None:
+        """Run `handler(request)` on a free thread; None at once if every one is busy."""
+        if not self._free.acquire(blocking=False):
             return None
         try:
             return self._executor.submit(self._run, handler, request)
@@ -83,6 +84,9 @@ _pool_lock = threading.Lock()
 def _get_pool() -> _Pool:
     """This process's pool (a forked child makes its own: threads do not survive a fork)."""
     global _pool
+    pool = _pool
+    if pool is not None and pool.pid == os.getpid():
+        return pool
     with _pool_lock:
         if _pool is None or _pool.pid != os.getpid():
             _pool = _Pool(MAX_THREADS)
@@ -125,8 +129,14 @@ class RequestDeadlineMiddleware:
         deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
         if deadline <= 0 or not is_api_path(request.path) or _in_transaction():
             return self.get_response(request)
+        try:
+            # Read the body here: the server owns the socket, and reuses it for the next
+            # request once this one is answered, so an abandoned thread must never read it.
+            _ = request.body
+        except RequestDataTooBig:
+            return too_large(request)
         started = time.monotonic()
-        future = _get_pool().submit(self.get_response, request, wait=deadline)
+        future = _get_pool().submit(self.get_response, request)
         if future is None:
             return _too_late(request, deadline, "every request thread is waiting on the database")
         try:

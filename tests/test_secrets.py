@@ -70,7 +70,7 @@ def test_a_canary_credential_leaks_nowhere(
         _put(client, token, {**base, "credential": ROTATED, "extra": ROTATED}).content.decode()
     )
     # reads
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
     for path in (
         "/api/v1/connections",
         "/api/v1/connections/plan",

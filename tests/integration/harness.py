@@ -469,7 +469,9 @@ def http_call(
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection = http.client.HTTPConnection(
+        parts.hostname or "127.0.0.1", parts.port, timeout=timeout
+    )
     started = time.monotonic()
     try:
         connection.request(method, path, body=data, headers=headers)
@@ -484,13 +486,16 @@ def http_call(
 
 
 class ApiServer:
-    """The app served over real HTTP by `manage.py runserver --noreload` (threaded, one
-    thread per request) in a subprocess, with debug off as in production."""
+    """The app served over real HTTP by gunicorn, as in production (one worker process,
+    threads, debug off), on a port of 127.0.0.1 the kernel picks. Threads are plenty, so
+    a test can put more requests in flight at once than the app's own limits allow."""
 
-    def __init__(self, env: dict[str, str], *, ready_timeout: float = 30.0) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(
+        self, env: dict[str, str], *, threads: int = 32, ready_timeout: float = 30.0
+    ) -> None:
+        self.url = ""
         self.log: list[str] = []
+        self.listening = threading.Event()
         server_env = dict(env)
         server_env.update(
             {
@@ -504,11 +509,17 @@ class ApiServer:
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "manage.py",
-                "runserver",
-                "--noreload",
-                "--skip-checks",
-                f"127.0.0.1:{self.port}",
+                "-m",
+                "gunicorn",
+                "omniroute_admin.wsgi:application",
+                "--bind",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--threads",
+                str(threads),
+                "--graceful-timeout",
+                "2",
             ],
             cwd=ROOT,
             env=server_env,
@@ -530,10 +541,15 @@ class ApiServer:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.log.append(line.rstrip())
+            if not self.listening.is_set() and "Listening at: " in line:
+                self.url = line.split("Listening at: ", 1)[1].split()[0]
+                self.listening.set()
 
     def _is_up(self) -> bool:
         if self.process.poll() is not None:
             raise AssertionError("the API server exited:\n" + "\n".join(self.log[-40:]))
+        if not self.listening.is_set():
+            return False
         try:
             return http_call(self.url, "GET", "/healthz", timeout=1).status == 200
         except OSError:
@@ -543,10 +559,14 @@ class ApiServer:
         return http_call(self.url, method, path, **kwargs)
 
     def stop(self) -> None:
+        """A quick shutdown (SIGINT): requests stuck on a sick dependency are not waited
+        for beyond gunicorn's graceful timeout."""
+        import signal
+
         if self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signal.SIGINT)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -645,7 +665,9 @@ def concurrent_calls(
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     sockets = []
     for _ in range(count):
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        connection = http.client.HTTPConnection(
+            parts.hostname or "127.0.0.1", parts.port, timeout=10
+        )
         connection.connect()
         sockets.append(connection)
     answers: list[Answer | None] = [None] * count

@@ -13,6 +13,7 @@ Modes:
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
@@ -31,10 +32,8 @@ class Mode(StrEnum):
 
 def _reset(sock: socket.socket) -> None:
     """Close with a TCP reset (linger 0), as a refused or crashed peer does."""
-    try:
+    with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
     sock.close()
 
 
@@ -55,10 +54,8 @@ class _Pair:
                 return
             self.closed = True
         for sock in (self.client, self.upstream):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def pump_finished(self) -> None:
         self.shut()

@@ -10,11 +10,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connections
 
@@ -153,15 +155,18 @@ def test_pools_keep_answering_while_the_broker_is_down(
 
 
 def test_a_refresh_request_answers_a_json_503_quickly_while_the_broker_is_down(
-    server: ApiServer, broker_proxy: TcpProxy, token: str
+    server: ApiServer, broker_proxy: TcpProxy, token: str, queue: str
 ) -> None:
+    queued = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     connection_id = _plan_connection()
     path = f"/api/v1/connections/{connection_id}/refresh"
     before = server.call("POST", path, token=token)  # the server now holds a broker connection
     assert before.status == 202, before
+    assert queued.llen(queue) == 1
 
     broker_proxy.refuse()
     during = [server.call("POST", path, token=token) for _ in range(3)]
+    assert queued.llen(queue) == 1  # nothing half-queued
     broker_proxy.forward()
     after = server.call("POST", path, token=token)
 
@@ -171,6 +176,7 @@ def test_a_refresh_request_answers_a_json_503_quickly_while_the_broker_is_down(
         assert answer.json() == {"detail": "The task broker is unavailable; nothing was queued."}
         assert answer.seconds < REFRESH_BOUND_SECONDS, answer
     assert after.status == 202, after
+    assert queued.llen(queue) == 2
     print("broker down: refresh", [round(a.seconds, 3) for a in during], "s")
 
 
@@ -238,15 +244,14 @@ def test_after_the_broker_returns_the_worker_resumes_without_a_burst_of_catch_up
     broker_proxy.forward()
 
     # then the worker resumes: a new reading lands, and the next one an interval later,
-    readings = wait_until(lambda: len(r := _checked_at(connection_id, up_at)) >= 2 and r, timeout=40)
+    readings = wait_until(
+        lambda: len(r := _checked_at(connection_id, up_at)) >= 2 and r, timeout=40
+    )
     with upstream.lock:
         calls = [at for at, _ in upstream.calls if at > up_at.timestamp()]
     # never two polls of the connection closer together than the refresh interval.
-    call_gaps = [later - earlier for earlier, later in zip(calls, calls[1:], strict=False)]
-    reading_gaps = [
-        (later - earlier).total_seconds()
-        for earlier, later in zip(readings, readings[1:], strict=False)
-    ]
+    call_gaps = [later - earlier for earlier, later in pairwise(calls)]
+    reading_gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(readings)]
     assert len(calls) >= 2
     assert min(call_gaps) >= REFRESH_INTERVAL_SECONDS - HANDOFF_SECONDS, call_gaps
     assert min(reading_gaps) >= REFRESH_INTERVAL_SECONDS - HANDOFF_SECONDS, readings

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connections
 
 from ladder import services
-from ladder.models import ApiToken
+from ladder.models import ApiToken, QuotaReading
 from ladder.tokens import create_token
 from omniroute_admin.deadline import MAX_THREADS
 from tests.integration.harness import (
@@ -20,6 +20,7 @@ from tests.integration.harness import (
     ApiServer,
     concurrent_calls,
     database_url_via,
+    wait_until,
 )
 from tests.integration.tcp_proxy import TcpProxy
 
@@ -66,6 +67,7 @@ def server(worker_env: dict[str, str], db_proxy: TcpProxy) -> Iterator[ApiServer
     connections.close_all()
     running = ApiServer(env)
     yield running
+    db_proxy.refuse()  # requests still stuck on the hung database fail now: a quick stop
     running.stop()
 
 
@@ -154,13 +156,14 @@ def test_a_hung_database_answers_a_json_503_at_the_deadline(
     print("hung database:", {p: round(a.seconds, 3) for (_, p), a in answers.items()})
 
 
-def test_requests_beyond_the_stuck_threads_still_answer_within_a_second(
+def test_requests_beyond_the_stuck_threads_are_answered_at_once(
     server: ApiServer, db_proxy: TcpProxy, token: str
 ) -> None:
     _warm_up(server, token)
     db_proxy.hang()
 
-    # More requests at once than there are threads to run them: every thread gets stuck.
+    # More requests at once than there are threads to wait on the database: every one of
+    # those gets stuck, and the rest find none free.
     burst = concurrent_calls(
         server.url, MAX_THREADS + 8, "GET", "/api/v1/pools/auto/subscription", token=token
     )
@@ -168,9 +171,14 @@ def test_requests_beyond_the_stuck_threads_still_answer_within_a_second(
 
     for answer in [*burst, after]:
         _assert_json_503(answer, TOO_LATE)
-    slowest = max(answer.seconds for answer in burst)
+    at_deadline = sorted(a.seconds for a in burst if a.seconds >= DEADLINE_SECONDS)
+    at_once = sorted(a.seconds for a in burst if a.seconds < DEADLINE_SECONDS)
+    assert len(at_deadline) == MAX_THREADS
+    assert max(at_once) < DEADLINE_SECONDS / 2
+    assert after.seconds < DEADLINE_SECONDS / 2  # the stuck threads are still stuck
     print(
-        f"hung database, {len(burst)} at once: slowest {slowest:.3f} s; next {after.seconds:.3f} s"
+        f"hung database, {len(burst)} at once: {len(at_deadline)} in {at_deadline[-1]:.3f} s "
+        f"or less, {len(at_once)} in {at_once[-1]:.3f} s or less; the next in {after.seconds:.3f} s"
     )
 
 
@@ -192,3 +200,30 @@ def test_the_first_request_after_a_hung_database_recovers_succeeds(
     # the very next request is served.
     assert answer.status == 200, answer
     assert answer.seconds < BOUND_SECONDS, answer
+
+
+def test_a_write_cut_off_by_the_deadline_still_lands_when_the_database_answers(
+    server: ApiServer, db_proxy: TcpProxy, token: str
+) -> None:
+    # A 503 at the deadline says "unknown", not "nothing happened": the write carries on
+    # in its thread, so gateways retry only what is idempotent.
+    _warm_up(server, token)
+    db_proxy.hang()
+    cut_off = _call(
+        server,
+        token,
+        "POST",
+        "/api/v1/connections/claude-max-1/readings",
+        {"remaining_percent": 42.0},
+    )
+    _assert_json_503(cut_off, TOO_LATE)
+
+    db_proxy.forward()
+
+    landed = wait_until(
+        lambda: QuotaReading.objects.filter(
+            connection__connection_id="claude-max-1", remaining_percent=42.0
+        ).count(),
+        timeout=10,
+    )
+    assert landed == 1

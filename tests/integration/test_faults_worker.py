@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 
 from ladder import services
-from ladder.models import ApiToken, Connection, QuotaReading
+from ladder.models import ApiToken, QuotaReading
 from ladder.tokens import create_token
 from omniroute_admin.celery import app as celery_app
 from tests.integration.harness import (
@@ -144,16 +144,28 @@ def _poller(worker: Worker, upstream: ScriptedUpstream) -> int:
     )
 
 
+def _redelivered(worker: Worker) -> list[str]:
+    """Ids of refresh tasks the worker received more than once (after a worker loss)."""
+    received = [
+        line.split("refresh_connection_task[", 1)[1].split("]", 1)[0]
+        for line in list(worker.log)
+        if "refresh_connection_task[" in line and line.endswith(" received")
+    ]
+    return sorted({task_id for task_id in received if received.count(task_id) > 1})
+
+
 def _settle(worker: Worker) -> None:
     """Let two more beat runs finish: any refresh queued before them has been taken off
     the queue by then. This bounds the wait for a duplicate poll that must not come."""
     start = len(worker.log)
     wait_until(
-        lambda: sum(
-            "enqueue_due_refreshes_task[" in line and " succeeded " in line
-            for line in worker.log[start:]
-        )
-        >= 2,
+        lambda: (
+            sum(
+                "enqueue_due_refreshes_task[" in line and " succeeded " in line
+                for line in worker.log[start:]
+            )
+            >= 2
+        ),
         timeout=15,
     )
 
@@ -174,17 +186,22 @@ def test_a_pool_process_killed_mid_poll_loses_no_reading_and_takes_none_twice(
     wait_until(lambda: is_gone(child), timeout=5)
     script.release.set()
 
-    # then its task comes back, finds the dead poll's lease and does not poll; once the
-    # lease lapses the beat's next run polls once, and exactly one reading is added.
+    # then its task comes back (acks late, rejected on worker loss) and does not poll: the
+    # dead poll's lease still holds, or the beat's next run has polled once it lapsed.
+    # Either way exactly one reading is added.
     wait_until(lambda: len(_readings(connection_id)) == 2, timeout=20)
+    wait_until(lambda: _redelivered(worker), timeout=15)
     _settle(worker)
     readings = _readings(connection_id)
     assert len(readings) == 2
     assert (readings[1].status, readings[1].remaining_percent) == ("SAFE", 60.0)
     assert upstream.call_count() == 2  # the killed poll and the one that replaced it
-    assert log_count(worker.log, "WorkerLostError") >= 1
-    assert log_count(worker.log, f"refresh {connection_id}: {HELD}") >= 1
     assert log_count(worker.log, f"refresh {connection_id}: polled") == 1
+    assert (
+        log_count(worker.log, f"refresh {connection_id}: {HELD}")
+        + log_count(worker.log, f"refresh {connection_id}: {ANSWERED}")
+        >= 1
+    )
 
 
 def test_a_worker_killed_mid_poll_and_restarted_loses_no_reading_and_takes_none_twice(
@@ -230,7 +247,8 @@ def test_a_worker_killed_mid_poll_and_restarted_loses_no_reading_and_takes_none_
     # When the broker hands the parked task back (after the visibility timeout; done here
     # at once with kombu's own restore), it finds the newer reading and does nothing.
     with celery_app.connection_for_write() as broker:
-        broker.default_channel.qos.restore_by_tag(killed, leftmost=True)
+        channel: Any = broker.default_channel  # kombu's Redis channel
+        channel.qos.restore_by_tag(killed, leftmost=True)
     wait_until(lambda: log_count(second.log, f"refresh {connection_id}: {ANSWERED}"), timeout=10)
     assert len(_readings(connection_id)) == 2
     assert upstream.call_count() == 2
@@ -305,9 +323,7 @@ def test_with_the_worker_gone_subscription_drops_the_aged_reading_and_thrifty_ke
 
     # when the worker is gone and its last reading ages past max_state_age_seconds,
     worker.stop()
-    last_checked = Connection.objects.select_related("current_reading").get(
-        connection_id=plan
-    ).current_reading.checked_at  # type: ignore[union-attr]
+    last_checked = _readings(plan)[-1].checked_at
     stale = wait_until(
         lambda: (d := decide("auto/subscription"))["candidates"] == [] and d, timeout=20
     )
@@ -318,6 +334,6 @@ def test_with_the_worker_gone_subscription_drops_the_aged_reading_and_thrifty_ke
     assert reasons == {plan: "quota_stale", "openai-key": "metered"}
     assert (datetime.now(UTC) - last_checked).total_seconds() > MAX_STATE_AGE_SECONDS
     thrifty = decide("auto/thrifty")
-    assert [(c["id"], c["rung"]) for c in thrifty["candidates"]][0] == (2, "subscription")
     assert [c["id"] for c in thrifty["candidates"]] == [2, 1]
+    assert thrifty["candidates"][0]["rung"] == "subscription"
     assert thrifty["excluded"] == []
