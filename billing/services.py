@@ -181,67 +181,70 @@ def _find_duplicate(data: CatalogInput, exclude_id: int | None = None) -> bool:
 def create_catalog_entry(data: CatalogInput, *, actor: str) -> BillingCatalogEntry:
     """Create an entry and its audit row together; Conflict on a duplicate."""
     data = clean_catalog_input(data)
-    try:
-        with transaction.atomic():
-            if _find_duplicate(data):
-                raise Conflict(_duplicate_message(data.provider, data.auth_type))
-            entry = BillingCatalogEntry.objects.create(
-                provider=data.provider,
-                auth_type=data.auth_type,
-                billing=data.billing,
-                overage=data.overage,
-                reason=data.reason,
-                updated_by=actor,
-            )
-            bump(ChangeCounter.CONFIG)
-            record_audit(
-                target_type="catalog",
-                target_id=entry.pk,
-                action=AuditEntry.Action.CREATE,
-                actor=actor,
-                before=None,
-                after=catalog_snapshot(entry),
-            )
-    except IntegrityError as error:  # a concurrent insert won the race
-        raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
+    with transaction.atomic():
+        if _find_duplicate(data):
+            raise Conflict(_duplicate_message(data.provider, data.auth_type))
+        try:
+            with transaction.atomic():
+                entry = BillingCatalogEntry.objects.create(
+                    provider=data.provider,
+                    auth_type=data.auth_type,
+                    billing=data.billing,
+                    overage=data.overage,
+                    reason=data.reason,
+                    updated_by=actor,
+                )
+        except IntegrityError as error:  # a concurrent insert won the race
+            raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
+        bump(ChangeCounter.CONFIG)
+        record_audit(
+            target_type="catalog",
+            target_id=entry.pk,
+            action=AuditEntry.Action.CREATE,
+            actor=actor,
+            before=None,
+            after=catalog_snapshot(entry),
+        )
     return entry
 
 
 def update_catalog_entry(
     entry_id: int, data: CatalogInput, *, actor: str, expected_version: int | None = None
 ) -> BillingCatalogEntry:
-    """Replace an entry's fields and audit it; Conflict on a duplicate or a stale version."""
+    """Replace an entry's fields and audit it; Conflict on a duplicate or a stale version.
+    The edit and its audit row commit together or not at all."""
     data = clean_catalog_input(data)
-    try:
-        with transaction.atomic():
-            entry = BillingCatalogEntry.objects.select_for_update().get(pk=entry_id)
-            if expected_version is not None and entry.version != expected_version:
-                raise Conflict(
-                    f"This entry was changed by {entry.updated_by or 'someone'} since you loaded "
-                    f"it (version {entry.version}, yours {expected_version}); reload and retry."
-                )
-            if _find_duplicate(data, exclude_id=entry.pk):
-                raise Conflict(_duplicate_message(data.provider, data.auth_type))
-            before = catalog_snapshot(entry)
-            entry.provider = data.provider
-            entry.auth_type = data.auth_type
-            entry.billing = data.billing
-            entry.overage = data.overage
-            entry.reason = data.reason
-            entry.updated_by = actor
-            entry.version += 1
-            entry.save()
-            bump(ChangeCounter.CONFIG)
-            record_audit(
-                target_type="catalog",
-                target_id=entry.pk,
-                action=AuditEntry.Action.UPDATE,
-                actor=actor,
-                before=before,
-                after=catalog_snapshot(entry),
+    with transaction.atomic():
+        entry = BillingCatalogEntry.objects.select_for_update().get(pk=entry_id)
+        if expected_version is not None and entry.version != expected_version:
+            raise Conflict(
+                f"This entry was changed by {entry.updated_by or 'someone'} since you loaded "
+                f"it (version {entry.version}, yours {expected_version}); reload and retry."
             )
-    except IntegrityError as error:
-        raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
+        if _find_duplicate(data, exclude_id=entry.pk):
+            raise Conflict(_duplicate_message(data.provider, data.auth_type))
+        before = catalog_snapshot(entry)
+        entry.provider = data.provider
+        entry.auth_type = data.auth_type
+        entry.billing = data.billing
+        entry.overage = data.overage
+        entry.reason = data.reason
+        entry.updated_by = actor
+        entry.version += 1
+        try:
+            with transaction.atomic():
+                entry.save()
+        except IntegrityError as error:  # a concurrent write took the (provider, auth) pair
+            raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
+        bump(ChangeCounter.CONFIG)
+        record_audit(
+            target_type="catalog",
+            target_id=entry.pk,
+            action=AuditEntry.Action.UPDATE,
+            actor=actor,
+            before=before,
+            after=catalog_snapshot(entry),
+        )
     return entry
 
 

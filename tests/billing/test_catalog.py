@@ -170,3 +170,30 @@ def test_load_catalog_classifies_from_rows() -> None:
 
     assert (verdict.billing, verdict.overage) == ("subscription", "hard-stop")
     assert verdict.catalog_entry_id == BillingCatalogEntry.objects.get(provider="codex").pk
+
+
+@pytest.mark.django_db
+def test_an_edit_whose_audit_row_fails_is_rolled_back_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entry = BillingCatalogEntry.objects.get(provider="cursor")
+
+    def broken_audit(**kwargs: object) -> None:
+        raise IntegrityError("the audit table refused the row")
+
+    monkeypatch.setattr(services, "record_audit", broken_audit)
+
+    with pytest.raises(IntegrityError):
+        services.update_catalog_entry(
+            entry.pk,
+            CatalogInput("cursor", "oauth", "subscription", "hard-stop", "verified"),
+            actor="bo",
+        )
+
+    entry.refresh_from_db()
+    assert (entry.overage, entry.reason, entry.version) == (
+        "unknown",
+        "Usage-based pricing past the plan can be enabled per account, unobservable",
+        1,
+    )
+    assert not AuditEntry.objects.exists()
