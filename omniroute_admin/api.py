@@ -1,12 +1,23 @@
 """The one NinjaAPI, mounted at /api/v1/: each app contributes one Router."""
 
+from typing import Any
+
 from ninja import NinjaAPI
 
 from billing.api import router as billing_router
 from ladder.api import router as ladder_router
 from omniroute_admin.errors import install_handlers
+from omniroute_admin.openapi_examples import add_examples
 
-api = NinjaAPI(
+
+class OmniRouteAPI(NinjaAPI):
+    """The NinjaAPI whose OpenAPI document carries an example for every response schema."""
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        return add_examples(super().get_openapi_schema(**kwargs))
+
+
+api = OmniRouteAPI(
     title="OmniRoute Admin API",
     version="1",
     description=(

@@ -154,3 +154,28 @@ def test_the_examples_coverage_and_fuzzing_phases_all_run() -> None:
         True,
         True,
     )
+
+
+def test_every_operation_shows_an_example_of_its_body_or_its_answer() -> None:
+    document = Client().get("/api/v1/openapi.json").json()
+    components = document["components"]["schemas"]
+
+    def has_example(node: Any) -> bool:
+        if isinstance(node, dict):
+            if "example" in node or "examples" in node:
+                return True
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+                target = components[ref.rsplit("/", 1)[1]]
+                if "example" in target or "examples" in target:
+                    return True
+            return any(has_example(value) for value in node.values())
+        if isinstance(node, list):
+            return any(has_example(value) for value in node)
+        return False
+
+    without = [
+        (method, path) for method, path, operation in operations() if not has_example(operation)
+    ]
+
+    assert without == []

@@ -1,0 +1,173 @@
+"""Examples for the response schemas of the OpenAPI document, so every operation in
+/api/v1/docs shows what it answers. Attached to the schemas at import (see api.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+T = "2026-11-29T12:00:00Z"
+RESET = "2026-11-29T17:00:00Z"
+
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "EntryOut": {
+        "id": 1,
+        "provider": "claude",
+        "auth_type": "oauth",
+        "billing": "subscription",
+        "overage": "hard-stop",
+        "reason": "Pro/Max plan windows refuse past the limit until reset",
+        "version": 1,
+        "updated_at": T,
+        "updated_by": "token:ops",
+    },
+    "PriceOut": {
+        "id": 7,
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "input_usd_per_mtok": 0.15,
+        "output_usd_per_mtok": 0.6,
+        "tier_override": None,
+        "tier": "cheap",
+    },
+    "ConnectionOut": {
+        "connection_id": "claude-max-1",
+        "provider": "claude",
+        "auth_type": "oauth",
+        "label": "Team Max plan",
+        "active": True,
+        "quota_source": "claude",
+        "has_credential": True,
+    },
+    "ReadingOut": {
+        "status": "SAFE",
+        "remaining_percent": 41.5,
+        "reset_at": RESET,
+        "checked_at": T,
+        "windows": [{"name": "five_hour", "remaining_percent": 41.5, "reset_at": RESET}],
+        "source": "claude",
+        "detail": "binding window five_hour: 41.5 % left",
+    },
+    "StatusOut": {
+        "connection_id": "claude-max-1",
+        "provider": "claude",
+        "auth_type": "oauth",
+        "active": True,
+        "billing": {
+            "billing": "subscription",
+            "overage": "hard-stop",
+            "reason": "Pro/Max plan windows refuse past the limit until reset",
+            "catalog_entry_id": 1,
+        },
+        "rung": "subscription",
+        "reading": {
+            "status": "SAFE",
+            "remaining_percent": 41.5,
+            "reset_at": RESET,
+            "checked_at": T,
+            "windows": [],
+            "source": "claude",
+            "detail": "",
+        },
+        "reading_current": True,
+        "hysteresis": {"state": "in_play", "since": T, "reason": "in play since its first reading"},
+        "cooldown_until": None,
+        "consecutive_failures": 0,
+        "quota_error": "",
+    },
+    "QueuedOut": {"queued": True},
+    "EventResultOut": {
+        "connection_id": "claude-max-1",
+        "cooldown_until": "2026-11-29T12:00:05Z",
+        "cooldown_seconds": 5.0,
+        "clamped_to_reset": False,
+        "consecutive_failures": 1,
+    },
+    "CandidateOut": {
+        "id": 3,
+        "provider": "claude",
+        "model": "claude-sonnet-4-5",
+        "categories": ["coding"],
+        "priority": 0,
+        "connection_id": None,
+        "allowed_connection_ids": ["claude-max-1", "claude-max-2"],
+    },
+    "DecisionOut": {
+        "auto_id": "auto/thrifty",
+        "grouping": "thrifty",
+        "category": None,
+        "fail_mode": "open",
+        "computed_at": T,
+        "candidates": [
+            {
+                "id": 3,
+                "provider": "claude",
+                "model": "claude-sonnet-4-5",
+                "rung": "subscription",
+                "connection_id": None,
+                "allowed_connection_ids": ["claude-max-1"],
+            },
+            {
+                "id": 3,
+                "provider": "claude",
+                "model": "claude-sonnet-4-5",
+                "rung": "premium",
+                "connection_id": None,
+                "allowed_connection_ids": ["anthropic-key"],
+            },
+        ],
+        "excluded": [
+            {
+                "provider": "claude",
+                "model": "claude-sonnet-4-5",
+                "connection_id": "claude-max-2",
+                "rung": "subscription",
+                "reason": "below_reentry",
+                "detail": "3.0 % left, re-entry needs more than 5 %",
+            },
+        ],
+        "next_change_at": RESET,
+    },
+    "ModelListOut": {
+        "object": "list",
+        "data": [
+            {"id": "auto/subscription", "object": "model", "created": 0, "owned_by": "omniroute"},
+            {"id": "auto/thrifty", "object": "model", "created": 0, "owned_by": "omniroute"},
+        ],
+    },
+    "SpendOut": {
+        "request_id": "req_01HZX",
+        "connection_id": "openai-key",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "cost_usd": 0.00036,
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "occurred_at": T,
+        "rung": "cheap",
+    },
+    "SpendSummaryOut": {
+        "budget_window": "month",
+        "window_start": "2026-11-01T00:00:00Z",
+        "window_end": "2026-12-01T00:00:00Z",
+        "rungs": {
+            "cheap": {"spent_usd": 3.25, "budget_usd": 20.0, "exhausted": False},
+            "premium": {"spent_usd": 0.0, "budget_usd": None, "exhausted": False},
+        },
+    },
+}
+PATH_EXAMPLES = {"entry_id": 1, "price_id": 7, "candidate_id": 3, "auto_id": "auto/thrifty"}
+
+
+def add_examples(schema: dict[str, Any]) -> dict[str, Any]:
+    """Attach the examples to the generated document (components and path parameters)."""
+    components = schema.get("components", {}).get("schemas", {})
+    for name, example in EXAMPLES.items():
+        if name in components:
+            components[name].setdefault("examples", [example])
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                name = parameter.get("name")
+                if name in PATH_EXAMPLES and parameter.get("in") == "path":
+                    parameter.setdefault("example", PATH_EXAMPLES[name])
+    return schema
