@@ -9,3 +9,27 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 app = Celery("omniroute_admin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def _close_redis_channels_after_a_lost_connection() -> None:
+    """kombu 5.7's Redis transport: Channel.close() lets a lost connection's error escape
+    from the pending BRPOP read; the consumer's second close then crashes the worker with
+    AttributeError ('NoneType' object has no attribute 'hostname'). Read that reply first,
+    ignoring its failure, so the close finishes and the worker reconnects."""
+    import contextlib
+    from typing import Any
+
+    from kombu.transport import redis as kombu_redis
+
+    close = kombu_redis.Channel.close
+
+    def close_after_a_lost_connection(self: Any) -> None:
+        if self._in_poll:
+            with contextlib.suppress(Exception):  # Empty, or the connection is gone
+                self._brpop_read()
+        close(self)
+
+    kombu_redis.Channel.close = close_after_a_lost_connection  # type: ignore[method-assign]
+
+
+_close_redis_channels_after_a_lost_connection()

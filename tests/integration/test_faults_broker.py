@@ -262,12 +262,8 @@ def test_after_the_broker_returns_the_worker_resumes_without_a_burst_of_catch_up
     )
 
 
-def test_a_broker_lost_while_a_refresh_runs_loses_no_reading(
-    upstream: ScriptedUpstream,
-    proxied_worker: Worker,
-    broker_proxy: TcpProxy,
-    proxied_env: dict[str, str],
-    tmp_path: Path,
+def test_a_broker_lost_while_a_refresh_runs_does_not_stop_the_worker(
+    upstream: ScriptedUpstream, proxied_worker: Worker, broker_proxy: TcpProxy
 ) -> None:
     # Given a poll held open by the usage endpoint,
     arrived = threading.Event()
@@ -289,21 +285,10 @@ def test_a_broker_lost_while_a_refresh_runs_loses_no_reading(
     up_at = datetime.now(UTC)
     broker_proxy.forward()
 
-    # then the poll's reading is stored, and polling goes on after the broker returns.
-    # Known limit (docs/RELIABILITY.md): with unacknowledged messages in hand, Celery 5.7's
-    # Redis consumer can exit with "'NoneType' object has no attribute 'hostname'" when
-    # the connection drops; the deployment's supervisor restarts it (here: by hand), and
-    # acks_late + idempotent refreshes mean nothing is lost either way.
+    # then the worker is still there (omniroute_admin/celery.py works around kombu 5.7
+    # crashing it here), and it polls again.
     wait_until(
         lambda: proxied_worker.process.poll() is not None or _checked_at(connection_id, up_at),
         timeout=30,
     )
-    restarted: Worker | None = None
-    if proxied_worker.process.poll() is not None:
-        (tmp_path / "restarted").mkdir()
-        restarted = Worker(proxied_env, tmp_path / "restarted")
-    try:
-        wait_until(lambda: _checked_at(connection_id, up_at), timeout=60)
-    finally:
-        if restarted is not None:
-            restarted.stop()
+    assert proxied_worker.process.poll() is None, "the worker exited"
