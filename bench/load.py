@@ -94,7 +94,9 @@ def build_world(size: int) -> list[dict[str, object]]:
     return pool
 
 
-def wrk(url: str, *, token: str | None, body_file: Path | None, duration: int) -> dict[str, float]:
+def wrk(
+    url: str, *, token: str | None, body_file: Path | None, duration: int, connections: int
+) -> dict[str, float]:
     env = dict(os.environ)
     env.pop("BENCH_TOKEN", None)
     env.pop("BENCH_BODY_FILE", None)
@@ -103,7 +105,7 @@ def wrk(url: str, *, token: str | None, body_file: Path | None, duration: int) -
     if body_file:
         env["BENCH_BODY_FILE"] = str(body_file)
     result = subprocess.run(
-        ["wrk", "-t2", "-c16", f"-d{duration}s", "-s", str(LUA), url],
+        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "-s", str(LUA), url],
         env=env,
         capture_output=True,
         text=True,
@@ -113,7 +115,9 @@ def wrk(url: str, *, token: str | None, body_file: Path | None, duration: int) -
     return summary
 
 
-def start_server(workers: int) -> subprocess.Popen[bytes]:
+def start_server(
+    workers: int, app: str = "omniroute_admin.wsgi", chdir: Path = ROOT
+) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ,
         DJANGO_DEBUG="false",
@@ -127,7 +131,9 @@ def start_server(workers: int) -> subprocess.Popen[bytes]:
             sys.executable,
             "-m",
             "gunicorn",
-            "omniroute_admin.wsgi",
+            "--chdir",
+            str(chdir),
+            app,
             "-b",
             f"127.0.0.1:{PORT}",
             "--workers",
@@ -191,32 +197,40 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,200,2000")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed: apt-get install wrk")
     call_command("migrate", verbosity=0, skip_checks=True)
     _, token = create_token(f"bench-{int(time.time())}", "gateway")
-    rows = []
+    base = f"http://127.0.0.1:{PORT}"
+
+    def load(path: str, secret: str | None = None, body: Path | None = None) -> dict[str, float]:
+        return wrk(
+            f"{base}{path}",
+            token=secret,
+            body_file=body,
+            duration=args.duration,
+            connections=args.connections,
+        )
+
+    # What gunicorn and loopback HTTP cost before any application code: the ceiling.
+    server = start_server(args.workers, "hello:app", ROOT / "bench")
+    try:
+        floor = load("/")
+    finally:
+        server.terminate()
+        server.wait()
+    rows: list[tuple[str, str, dict[str, float], float, str]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         pool = build_world(size)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body:
             json.dump({"candidates": pool}, body)
         server = start_server(args.workers)
         try:
-            base = f"http://127.0.0.1:{PORT}"
-            health = wrk(f"{base}/healthz", token=None, body_file=None, duration=args.duration)
-            get = wrk(
-                f"{base}/api/v1/pools/auto/thrifty",
-                token=token,
-                body_file=None,
-                duration=args.duration,
-            )
-            post = wrk(
-                f"{base}/api/v1/pools/auto/subscription",
-                token=token,
-                body_file=Path(body.name),
-                duration=args.duration,
-            )
+            health = load("/healthz")
+            get = load("/api/v1/pools/auto/thrifty", token)
+            post = load("/api/v1/pools/auto/subscription", token, Path(body.name))
         finally:
             server.terminate()
             server.wait()
@@ -227,15 +241,16 @@ def main() -> None:
             ("POST subscription", post),
             ("/healthz", health),
         ):
-            rows.append((size, name, result, result["rps"] / health["rps"], core))
+            rows.append((str(size), name, result, result["rps"] / health["rps"], f"{core:.3f}"))
+    rows.append(("-", "static WSGI app", floor, float("nan"), ""))
     print(
         f"\n{'size':>5} {'endpoint':<18} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} {'core ms':>8}"
     )
-    for size, name, r, ratio, core in rows:
+    for label, name, r, ratio, core_ms in rows:
         print(
-            f"{size:>5} {name:<18} {r['rps']:>9.0f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
-            f"{r['p99_ms']:>8.2f} {int(r['non_2xx']):>8} {ratio:>10.2f} {core:>8.3f}"
+            f"{label:>5} {name:<18} {r['rps']:>9.0f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
+            f"{r['p99_ms']:>8.2f} {int(r['non_2xx'] + r['errors']):>8} {ratio:>10.2f} {core_ms:>8}"
         )
 
 

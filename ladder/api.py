@@ -4,6 +4,7 @@ and maps the result to a schema."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -19,7 +20,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
 from ladder.crypto import CredentialKeyMissing
-from ladder.models import Candidate, Connection, QuotaReading, SpendEntry
+from ladder.models import ApiToken, Candidate, Connection, QuotaReading, SpendEntry
 from ladder.rules import (
     ADVERTISED_AUTO_IDS,
     AutoId,
@@ -51,6 +52,7 @@ from ladder.schemas import (
     StatusOut,
 )
 from ladder.schemas import CandidateIn as CandidateSchema
+from ladder.tokens import authenticate
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
 from omniroute_admin.errors import (
     BODY_ERRORS,
@@ -431,8 +433,8 @@ _RENDERED_SIZE = 256
 _rendered_lock = threading.Lock()
 
 
-def decision_response(decision: Decision) -> HttpResponse:
-    """The decision as a JSON response (the same bytes for the same decision object)."""
+def rendered(decision: Decision) -> bytes:
+    """The decision's JSON body (the same bytes for the same decision object)."""
     entry = _RENDERED.get(id(decision))
     if entry is None or entry[0] is not decision:
         body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
@@ -441,7 +443,12 @@ def decision_response(decision: Decision) -> HttpResponse:
             _RENDERED[id(decision)] = entry
             while len(_RENDERED) > _RENDERED_SIZE:
                 _RENDERED.popitem(last=False)
-    return HttpResponse(entry[1], content_type="application/json; charset=utf-8")
+    return entry[1]
+
+
+def decision_response(decision: Decision) -> HttpResponse:
+    """The decision as a JSON response."""
+    return HttpResponse(rendered(decision), content_type="application/json; charset=utf-8")
 
 
 @router.get(
@@ -465,6 +472,41 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
         return Status(404, _detail(str(error)))
     _observe(parsed, decision, started)
     return decision_response(decision)
+
+
+def body_key(content_type: str, body: bytes) -> tuple[str, bytes]:
+    """The decision cache key of a pool POST: a digest of its exact body. A gateway sends
+    the same pool again and again; a repeated body is then found without validating and
+    hashing every candidate again."""
+    digest = hashlib.sha256(content_type.encode("latin-1") + b"\0" + body).digest()
+    return ("body", digest)
+
+
+def cached_pool_body(auto_id: str, secret: str, post_key: Any = None) -> bytes | None:
+    """The body the pool endpoint would answer for this auto id and bearer secret (and,
+    for a POST, this `body_key`), when this process has the decision cached for the
+    current change counters: one query (the token and the counters), no router, no
+    per-candidate work. None when the endpoint must answer instead (a bad id or token,
+    a decision not cached yet). Served by omniroute_admin.fast_lane, with the metrics
+    the endpoint records."""
+    started = time.perf_counter()
+    parsed = _parse_pool_id(auto_id)
+    if not isinstance(parsed, AutoId):
+        return None
+    now = timezone.now()
+    token = authenticate(secret, now=now)
+    if token is None or not token.allows(ApiToken.Scope.GATEWAY):
+        return None
+    decision = services.cached_decision(
+        parsed,
+        "registered" if post_key is None else post_key,
+        now=now,
+        counters=token.counters,  # type: ignore[attr-defined]
+    )
+    if decision is None:
+        return None
+    _observe(parsed, decision, started)
+    return rendered(decision)
 
 
 @router.post(
@@ -508,7 +550,11 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
     if errors:
         return Status(422, {"detail": errors})
     decision = services.decide_for(
-        parsed, candidates, now=timezone.now(), counters=_counters(request)
+        parsed,
+        candidates,
+        now=timezone.now(),
+        cache_key=body_key(request.META.get("CONTENT_TYPE", ""), request.body),
+        counters=_counters(request),
     )
     _observe(parsed, decision, started)
     return decision_response(decision)

@@ -415,6 +415,18 @@ def _referenced(candidates: Sequence[CandidateIn]) -> dict[str, str]:
     return referenced
 
 
+def _cached(key: tuple[Any, ...], now: datetime) -> Decision | None:
+    """The cached decision under `key` if it still holds at `now`."""
+    cached = _decisions.get(key)
+    if (
+        cached is not None
+        and cached.decision.computed_at <= now
+        and (cached.valid_until is None or now < cached.valid_until)
+    ):
+        return cached.decision
+    return None
+
+
 def decide_for(
     auto_id: AutoId,
     candidates: Sequence[CandidateIn],
@@ -432,13 +444,9 @@ def decide_for(
         config_version,
         state_version,
     )
-    cached = _decisions.get(key)
-    if (
-        cached is not None
-        and cached.decision.computed_at <= now
-        and (cached.valid_until is None or now < cached.valid_until)
-    ):
-        return cached.decision
+    cached = _cached(key, now)
+    if cached is not None:
+        return cached
     snapshot = current_snapshot(config_version)
     config = snapshot.config
     views = load_views(_referenced(candidates), snapshot.catalog)
@@ -492,6 +500,15 @@ def decide_registered(
     if auto_id.category is not None and auto_id.category not in known:
         raise UnknownCategory(auto_id.category, known)
     return decide_for(auto_id, candidates, now=now, cache_key="registered", counters=counters)
+
+
+def cached_decision(
+    auto_id: AutoId, cache_key: Any, *, now: datetime, counters: tuple[int, int]
+) -> Decision | None:
+    """The decision `decide_for` (or `decide_registered`: key "registered") would return
+    under `cache_key`, if this process has it cached for these change counters and it
+    still holds at `now`; None otherwise. No query."""
+    return _cached((auto_id, cache_key, *counters), now)
 
 
 # --- readings -------------------------------------------------------------------------

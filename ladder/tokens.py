@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from django.db.models import Subquery
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field
 from django.utils import timezone
 
 from billing.models import ChangeCounter
 from ladder.models import ApiToken
+
+logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "omr_"
 # Writing last_used_at on every gateway request would add a write to the hot path.
@@ -40,28 +47,98 @@ def create_token(name: str, scope: str, *, created_by: str = "") -> tuple[ApiTok
     return token, secret
 
 
+_AUTH_FIELDS = ("id", "name", "scope", "prefix", "last_used_at", "revoked_at")
+_auth_sql: str | None = None
+
+
+def _column(field_name: str) -> str:
+    field = ApiToken._meta.get_field(field_name)
+    assert isinstance(field, Field)
+    return str(field.column)
+
+
+def _auth_query(db: BaseDatabaseWrapper) -> str:
+    """One round trip: the token's row and both change counters. Plain SQL, built once,
+    so a gateway request pays no ORM query compilation."""
+    global _auth_sql
+    if _auth_sql is None:
+        quote = db.ops.quote_name
+        counters = quote(ChangeCounter._meta.db_table)
+        value, name = quote("value"), quote("name")
+        columns = ", ".join(f"t.{quote(_column(f))}" for f in _AUTH_FIELDS)
+        _auth_sql = (
+            f"SELECT {columns}, "
+            f"(SELECT {value} FROM {counters} WHERE {name} = %s), "
+            f"(SELECT {value} FROM {counters} WHERE {name} = %s) "
+            f"FROM {quote(ApiToken._meta.db_table)} t "
+            f"WHERE t.{quote(_column('secret_hash'))} = %s"
+        )
+    return _auth_sql
+
+
+def _read_token_row(db: BaseDatabaseWrapper, params: list[str]) -> tuple[Any, ...] | None:
+    """Run the token query as its own connection health check: usually the request's
+    first query, it replaces the `SELECT 1` that CONN_HEALTH_CHECKS would send first
+    (a round trip per request). A persistent connection that broke since its last
+    request fails here, is closed, and the read is retried once on a new one."""
+    checked = db.health_check_done or db.connection is None  # type: ignore[attr-defined]
+    db.health_check_done = True  # type: ignore[attr-defined]
+    try:
+        return _execute(db, params)
+    except (OperationalError, InterfaceError):
+        if checked or db.in_atomic_block:
+            raise
+        logger.info("a database connection broke while idle: reconnecting")
+        db.close()
+        return _execute(db, params)
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """A server-binding cursor whose queries are prepared statements (when the
+    connection's prepare_threshold allows it: DATABASE_PREPARED_STATEMENTS)."""
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        options.setdefault("prepare", True)
+        return super().execute(query, params, **options)
+
+
+def _execute(db: BaseDatabaseWrapper, params: list[str]) -> tuple[Any, ...] | None:
+    if db.vendor == "postgresql":
+        # Planning this query costs PostgreSQL more than running it: prepare it once per
+        # connection. Wrapped as Django wraps its own cursors (error translation, query
+        # logging, execute wrappers), so query counts and fault handling stay the same.
+        db.ensure_connection()
+        cursor = db._prepare_cursor(_PreparedCursor(db.connection))  # type: ignore[attr-defined]
+    else:
+        cursor = db.cursor()
+    with cursor:
+        cursor.execute(_auth_query(db), params)
+        row: tuple[Any, ...] | None = cursor.fetchone()
+    return row
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None:
     """The live token with this secret, or None (unknown or revoked). The returned token
-    carries `counters`: the (config, state) change counters read in the same query."""
+    carries `counters`: the (config, state) change counters read in the same query, so a
+    cached pool decision costs this one query in all (see ladder.services.decide_for)."""
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
-    # The change counters ride along in the same round trip, so a cached pool decision
-    # costs this one query in all (see ladder.services.decide_for).
-    token = (
-        ApiToken.objects.filter(secret_hash=hash_secret(secret))
-        .annotate(
-            config_version=Subquery(
-                ChangeCounter.objects.filter(name=ChangeCounter.CONFIG).values("value")[:1]
-            ),
-            state_version=Subquery(
-                ChangeCounter.objects.filter(name=ChangeCounter.STATE).values("value")[:1]
-            ),
-        )
-        .first()
-    )
-    if token is None or token.is_revoked:
+    # The connection once, not through django.db.connection's per-access lookup.
+    db = connections[DEFAULT_DB_ALIAS]
+    row = _read_token_row(db, [ChangeCounter.CONFIG, ChangeCounter.STATE, hash_secret(secret)])
+    if row is None:
         return None
-    token.counters = (token.config_version or 0, token.state_version or 0)  # type: ignore[attr-defined]
+    *values, config_version, state_version = row
+    # SQLite hands back naive datetimes (stored in UTC) where the ORM would convert them.
+    values = [_aware(value) if isinstance(value, datetime) else value for value in values]
+    token = ApiToken.from_db(db.alias, list(_AUTH_FIELDS), values)
+    if token.is_revoked:
+        return None
+    token.counters = (config_version or 0, state_version or 0)  # type: ignore[attr-defined]
     now = now or timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -46,6 +47,7 @@ DETAIL = "The database did not answer in time; retry shortly."
 UNAVAILABLE_DETAIL = "The database is unavailable; retry shortly."
 
 Handler = Callable[[HttpRequest], HttpResponse]
+T = TypeVar("T")
 
 
 class _Pool:
@@ -56,25 +58,31 @@ class _Pool:
         self._free = threading.BoundedSemaphore(size)
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="api-deadline")
 
-    def submit(self, handler: Handler, request: HttpRequest) -> Future[HttpResponse] | None:
-        """Run `handler(request)` on a free thread; None at once if every one is busy."""
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T] | None:
+        """Run `fn(*args)` on a free thread; None at once if every one is busy."""
         if not self._free.acquire(blocking=False):
             return None
         try:
-            return self._executor.submit(self._run, handler, request)
+            return self._executor.submit(self._run, fn, *args)
         except BaseException:
             self._free.release()
             raise
 
-    def _run(self, handler: Handler, request: HttpRequest) -> HttpResponse:
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
         try:
-            close_old_connections()  # what Django's request_started signal does
-            try:
-                return handler(request)
-            finally:
-                close_old_connections()  # and request_finished
+            return with_connections(fn, *args)
         finally:
             self._free.release()
+
+
+def with_connections(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` between the database connection housekeeping of Django's request signals
+    (CONN_MAX_AGE, a connection broken by an outage replaced)."""
+    close_old_connections()  # what Django's request_started signal does
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()  # and request_finished
 
 
 _pool: _Pool | None = None
@@ -99,21 +107,54 @@ def _in_transaction() -> bool:
     return any(c.in_atomic_block for c in connections.all(initialized_only=True))
 
 
+def deadline_applies() -> bool:
+    """Whether work runs on the pool: the deadline is on and no transaction is open here."""
+    return float(settings.API_REQUEST_DEADLINE_SECONDS) > 0 and not _in_transaction()
+
+
+class DeadlinePassed(Exception):
+    """The work did not finish by the deadline, or no thread was free to start it."""
+
+
+def call_within_deadline(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on the request pool (`with_connections`), as the middleware runs the
+    rest of an API request; DeadlinePassed when it has not returned within
+    API_REQUEST_DEADLINE_SECONDS. With the deadline off it runs here, and inside a
+    transaction (which another thread could not see) it runs here as it is."""
+    if _in_transaction():
+        return fn(*args)
+    deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
+    if deadline <= 0:
+        return with_connections(fn, *args)
+    started = time.monotonic()
+    future = _get_pool().submit(fn, *args)
+    if future is None:
+        raise DeadlinePassed("every request thread is waiting on the database")
+    try:
+        return future.result(timeout=max(deadline - (time.monotonic() - started), 0.0))
+    except FutureTimeout:
+        raise DeadlinePassed("the database did not answer") from None
+
+
 def _unavailable(detail: str) -> JsonResponse:
     response = JsonResponse({"detail": detail}, status=503)
     response["Retry-After"] = "1"
     return response
 
 
-def _too_late(request: HttpRequest, deadline: float, why: str) -> JsonResponse:
+def _too_late(request: HttpRequest, why: str) -> JsonResponse:
+    log_too_late(request.method or "", request.path, why)
+    return _unavailable(DETAIL)
+
+
+def log_too_late(method: str, path: str, why: str) -> None:
     logger.warning(
         "%s %s passed its %.2f s deadline (%s): answered 503",
-        request.method,
-        request.path,
-        deadline,
+        method,
+        path,
+        float(settings.API_REQUEST_DEADLINE_SECONDS),
         why,
     )
-    return _unavailable(DETAIL)
 
 
 class RequestDeadlineMiddleware:
@@ -126,8 +167,7 @@ class RequestDeadlineMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
-        if deadline <= 0 or not is_api_path(request.path) or _in_transaction():
+        if not is_api_path(request.path) or not deadline_applies():
             return self.get_response(request)
         try:
             # Read the body here: the server owns the socket, and reuses it for the next
@@ -135,14 +175,10 @@ class RequestDeadlineMiddleware:
             _ = request.body
         except RequestDataTooBig:
             return too_large(request)
-        started = time.monotonic()
-        future = _get_pool().submit(self.get_response, request)
-        if future is None:
-            return _too_late(request, deadline, "every request thread is waiting on the database")
         try:
-            return future.result(timeout=max(deadline - (time.monotonic() - started), 0.0))
-        except FutureTimeout:
-            return _too_late(request, deadline, "the database did not answer")
+            return call_within_deadline(self.get_response, request)
+        except DeadlinePassed as why:
+            return _too_late(request, str(why))
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if is_api_path(request.path) and isinstance(exception, (OperationalError, InterfaceError)):

@@ -125,6 +125,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "options": "-c statement_timeout={}".format(
                 _typed("DATABASE_STATEMENT_TIMEOUT_MS", env.int, 2000)
             ),
+            # The gateway's token query (ladder/tokens.py) runs as a prepared statement,
+            # planned once per connection; the ORM's queries are never prepared. Off
+            # (None) behind a transaction-pooling PgBouncer older than 1.21.
+            "prepare_threshold": 0
+            if _typed("DATABASE_PREPARED_STATEMENTS", env.bool, True)
+            else None,
         }
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
