@@ -303,6 +303,10 @@ _cache_lock = threading.Lock()
 _snapshot: Snapshot | None = None
 _registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...]] | None = None
 _decisions: OrderedDict[tuple[Any, ...], _CachedDecision] = OrderedDict()
+# Decisions being computed, by cache key: the threads that ask for one meanwhile wait.
+_computing: dict[tuple[Any, ...], threading.Event] = {}
+# How long such a thread waits before computing the decision itself.
+FOLLOW_SECONDS = 5.0
 
 
 def clear_caches() -> None:
@@ -447,6 +451,30 @@ def decide_for(
     cached = _cached(key, now)
     if cached is not None:
         return cached
+    with _cache_lock:
+        running = _computing.get(key)
+        if running is None:
+            _computing[key] = threading.Event()
+    if running is not None:
+        # Another thread of this process is computing this very decision (a burst of
+        # requests right after a write): wait for its answer rather than compute it again.
+        running.wait(FOLLOW_SECONDS)
+        cached = _cached(key, now)
+        if cached is not None:
+            return cached
+        return _compute(auto_id, candidates, key, now)
+    try:
+        return _compute(auto_id, candidates, key, now)
+    finally:
+        with _cache_lock:
+            _computing.pop(key).set()
+
+
+def _compute(
+    auto_id: AutoId, candidates: Sequence[CandidateIn], key: tuple[Any, ...], now: datetime
+) -> Decision:
+    """Load, decide and cache (`key` ends with the two change counters)."""
+    config_version = key[-2]
     snapshot = current_snapshot(config_version)
     config = snapshot.config
     views = load_views(_referenced(candidates), snapshot.catalog)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -347,6 +348,68 @@ def test_a_cached_decision_is_never_served_for_an_earlier_instant() -> None:
     earlier = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + timedelta(seconds=1))
 
     assert earlier.computed_at == NOW + timedelta(seconds=1)
+
+
+class _WatchedComputing(dict):
+    """services._computing, signalling each lookup (a thread arriving for a decision)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = threading.Semaphore(0)
+
+    def get(self, key: object, default: object = None) -> object:
+        value = super().get(key, default)
+        self.lookups.release()
+        return value
+
+
+def test_concurrent_requests_for_one_decision_compute_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The snapshot is loaded here, so the threads below need no database at all.
+    _world(3)
+    counters = billing_services.change_counters()
+    candidates = services.registered_candidates()
+    snapshot = services.current_snapshot(counters[0])
+    views = services.load_views(services._referenced(candidates), snapshot.catalog)
+    leader_inside = threading.Event()
+    release = threading.Event()
+    loads: list[str] = []
+
+    def slow_load_views(*args: object) -> object:
+        loads.append(threading.current_thread().name)
+        leader_inside.set()
+        release.wait(timeout=10)
+        return views
+
+    computing = _WatchedComputing()
+    monkeypatch.setattr(services, "load_views", slow_load_views)
+    monkeypatch.setattr(services, "_computing", computing)
+    answers: dict[str, object] = {}
+
+    def ask() -> None:
+        name = threading.current_thread().name
+        answers[name] = services.decide_for(
+            THRIFTY_AUTO_ID, candidates, now=NOW, cache_key="k", counters=counters
+        )
+
+    threads = [threading.Thread(target=ask, name=n) for n in ("leader", "f1", "f2", "f3")]
+    threads[0].start()
+    try:
+        assert leader_inside.wait(timeout=10)
+        for follower in threads[1:]:
+            follower.start()
+        # Every follower has found the leader's computation running before it finishes.
+        assert all(computing.lookups.acquire(timeout=10) for _ in range(4))
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=10)
+
+    assert loads == ["leader"]
+    assert sorted(answers) == ["f1", "f2", "f3", "leader"]
+    assert all(answer is answers["leader"] for answer in answers.values())
+    assert computing == {}
 
 
 def test_registered_decision_keeps_only_the_safe_plan_connection() -> None:
