@@ -192,6 +192,19 @@ def microbench(size: int) -> float:
     return timings[len(timings) // 2]
 
 
+def machine_reference() -> float:
+    """Seconds for a fixed pure-Python loop (best of three): how fast this machine runs
+    Python right now, so figures from different machines or moments can be compared."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for value in range(3_000_000):
+            total += value
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10,200,2000")
@@ -243,6 +256,7 @@ def main() -> None:
         ):
             rows.append((str(size), name, result, result["rps"] / health["rps"], f"{core:.3f}"))
     rows.append(("-", "static WSGI app", floor, float("nan"), ""))
+    print(f"\nmachine reference (3M-step Python loop): {machine_reference():.3f} s")
     print(
         f"\n{'size':>5} {'endpoint':<18} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} {'core ms':>8}"
