@@ -133,8 +133,9 @@ def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None
     if row is None:
         return None
     *values, config_version, state_version = row
-    # SQLite hands back naive datetimes (stored in UTC) where the ORM would convert them.
-    values = [_aware(value) if isinstance(value, datetime) else value for value in values]
+    if db.vendor != "postgresql":
+        # SQLite hands back naive datetimes (stored in UTC) where the ORM would convert them.
+        values = [_aware(value) if isinstance(value, datetime) else value for value in values]
     token = ApiToken.from_db(db.alias, list(_AUTH_FIELDS), values)
     if token.is_revoked:
         return None

@@ -178,9 +178,14 @@ def call_within_deadline(fn: Callable[..., T], *args: Any) -> T:
     transaction (which another thread could not see) it runs here as it is."""
     if _in_transaction():
         return fn(*args)
-    deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
-    if deadline <= 0:
+    if float(settings.API_REQUEST_DEADLINE_SECONDS) <= 0:
         return with_connections(fn, *args)
+    return _on_pool(fn, *args)
+
+
+def _on_pool(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on the request pool within the deadline (which is on)."""
+    deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
     started = time.monotonic()
     job = _get_pool().submit(fn, *args)
     if job is None:
@@ -231,7 +236,7 @@ class RequestDeadlineMiddleware:
         except RequestDataTooBig:
             return too_large(request)
         try:
-            return call_within_deadline(self.get_response, request)
+            return _on_pool(self.get_response, request)  # deadline_applies() said so
         except DeadlinePassed as why:
             return _too_late(request, str(why))
 
