@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -1010,12 +1011,45 @@ def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
     return rules.rung_for(verdict, tier)
 
 
+def earliest_spend_at(now: datetime) -> datetime:
+    """The oldest `occurred_at` a spend report may carry: the retention period back, or
+    the start of the current budget window if that is earlier."""
+    # Spend is refused beyond the product's one retention period (a year-1 date is a
+    # broken clock, not a request), but never spend that still counts against a budget:
+    # refusing it would let a paid rung overspend (a month outlasts 14 days' retention).
+    retention_start = now - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    window_start, _ = rules.budget_window_bounds(load_config().budget_window, now)
+    return min(retention_start, window_start)
+
+
+def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
+    """At most MAX_CLOCK_SKEW ahead of `now` and not before `earliest_spend_at`."""
+    if occurred_at is None:
+        return
+    if occurred_at - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {"occurred_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    # Cheap test first: the budget window (one query) is read only for an old date.
+    retention = timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    if occurred_at < now - retention and occurred_at < earliest_spend_at(now):
+        raise ValidationError(
+            {
+                "occurred_at": [
+                    f"Older than the retention period ({retention.days} days) and before "
+                    "the current budget window."
+                ]
+            }
+        )
+
+
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
     now = now or timezone.now()
     existing = SpendEntry.objects.filter(request_id=data.request_id).first()
     if existing is not None:
         return existing, False
+    validate_occurred_at(data.occurred_at, now)
     cost = data.cost_usd
     is_computed = cost is None
     if cost is None:

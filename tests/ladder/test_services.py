@@ -9,11 +9,18 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection as db_connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from billing import services as billing_services
 from ladder import services
-from ladder.models import Connection, HysteresisTransition, LadderSettings, QuotaReading
+from ladder.models import (
+    Connection,
+    HysteresisTransition,
+    LadderSettings,
+    QuotaReading,
+    SpendEntry,
+)
 from ladder.rules import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 
@@ -253,6 +260,38 @@ def test_plan_included_spend_never_counts_against_a_paid_budget() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("window", "occurred_at", "is_recorded"),
+    [
+        pytest.param("month", NOW + timedelta(seconds=60), True, id="a-minute-ahead"),
+        pytest.param("month", NOW + timedelta(seconds=61), False, id="61-s-ahead"),
+        pytest.param("month", datetime(9999, 12, 31, tzinfo=UTC), False, id="year-9999"),
+        pytest.param("month", datetime(1, 1, 1, tzinfo=UTC), False, id="year-1"),
+        pytest.param("day", NOW - timedelta(days=14), True, id="the-retention-period-back"),
+        pytest.param("day", NOW - timedelta(days=14, seconds=1), False, id="beyond-retention"),
+        # Spend that still counts against the budget is never refused (a month > 14 days).
+        pytest.param("month", datetime(2026, 11, 1, tzinfo=UTC), True, id="in-the-budget-window"),
+        pytest.param("month", datetime(2026, 10, 31, 23, 59, tzinfo=UTC), False, id="before-it"),
+    ],
+)
+def test_spend_occurred_at_is_at_most_a_minute_ahead_and_the_retention_period_back(
+    window: str, occurred_at: datetime, is_recorded: bool
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(budget_window=window)
+    data = services.SpendInput("r1", "k", "openai", "gpt-4o", Decimal("1"), occurred_at=occurred_at)
+
+    if is_recorded:
+        entry, created = services.record_spend(data, now=NOW)
+        assert (created, entry.occurred_at) == (True, occurred_at)
+    else:
+        with pytest.raises(ValidationError) as refused:
+            services.record_spend(data, now=NOW)
+        assert list(refused.value.message_dict) == ["occurred_at"]
+        assert not SpendEntry.objects.exists()
+
+
+# Spend from before the window is older than the default 14 days' retention: refused.
+@override_settings(QUOTA_READING_RETENTION_DAYS=60)
 def test_spend_summary_uses_the_calendar_window_and_budget() -> None:
     LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("2"), budget_window="month")
     _price("openai", "gpt-4o-mini", "0.15", "0.6")
