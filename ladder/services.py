@@ -593,7 +593,8 @@ def derive_status(remaining_percent: float | None) -> QuotaStatus:
 
 
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
-    """Reduce windows to the binding window, derive the status, default checked_at."""
+    """Reduce windows to the binding window, derive the status, default checked_at and
+    cap it at `now` (the receive time)."""
     remaining, reset_at = data.remaining_percent, data.reset_at
     if data.windows and remaining is None:
         remaining, window_reset = binding_window(data.windows)
@@ -603,6 +604,7 @@ def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
         raise ValidationError(
             {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
         )
+    checked_at = rules.stored_checked_at(checked_at, now)
     status = data.status or derive_status(remaining)
     return ReadingInput(
         status=status,
@@ -632,6 +634,18 @@ def _windows_json(windows: tuple[WindowInput, ...] | None) -> list[dict[str, Any
         }
         for w in windows or ()
     ]
+
+
+def server_clock() -> datetime:
+    """The server's own clock (a seam: tests freeze it)."""
+    return timezone.now()
+
+
+def received_at(now: datetime) -> datetime:
+    """The instant a reading is received: the caller's `now`, or the server's clock when
+    that is later (a worker's `now` is the start of its poll, seconds earlier; a reading
+    stored meanwhile must not look dated ahead of it)."""
+    return max(now, server_clock())
 
 
 def store_reading(
@@ -665,7 +679,11 @@ def store_reading(
         )
         current = connection.current_reading
         # A late-arriving older reading is kept as history but does not change the state.
-        is_current = current is None or reading.checked_at >= current.checked_at
+        is_current = rules.supersedes(
+            reading.checked_at,
+            current.checked_at if current is not None else None,
+            received_at(now),
+        )
         transition = None
         if is_current:
             connection.current_reading = reading

@@ -662,6 +662,58 @@ def test_post_reading_slightly_in_the_future_is_accepted(gateway: str) -> None:
     assert response.status_code == 201
 
 
+def test_post_reading_slightly_in_the_future_is_stored_as_the_receive_time(gateway: str) -> None:
+    make_connection("claude-max-1")
+    before = timezone.now()
+
+    response = post_reading(
+        gateway,
+        {"remaining_percent": 50, "checked_at": (before + timedelta(seconds=30)).isoformat()},
+    )
+
+    after = timezone.now()
+    assert response.status_code == 201
+    assert between(response.json()["checked_at"], before, after)
+    assert before <= QuotaReading.objects.get().checked_at <= after
+
+
+@pytest.mark.parametrize(
+    "later_truth",
+    [
+        pytest.param({"kind": "quota_exhausted"}, id="quota-exhausted-event"),
+        pytest.param({"remaining_percent": 0}, id="server-stamped-push"),
+        pytest.param(
+            {"kind": "success", "headers": {"anthropic-ratelimit-unified-status": "rejected"}},
+            id="rate-limit-headers",
+        ),
+    ],
+)
+def test_after_a_future_dated_push_the_later_truth_is_current_and_the_pool_excludes_at_once(
+    gateway: str, later_truth: dict[str, Any]
+) -> None:
+    make_connection("claude-max-1")
+    make_candidate(connection_id="claude-max-1")
+    ahead = timezone.now() + timedelta(seconds=50)
+    post_reading(gateway, {"remaining_percent": 80, "checked_at": ahead.isoformat()})
+    served_before = api("get", "/api/v1/pools/auto/subscription", gateway).json()["candidates"]
+
+    if "kind" in later_truth:
+        response = post_event(gateway, later_truth)
+    else:
+        response = post_reading(gateway, later_truth)
+
+    status = api("get", "/api/v1/connections/claude-max-1/status", gateway).json()
+    pool = api("get", "/api/v1/pools/auto/subscription", gateway).json()
+    assert response.status_code in (200, 201)
+    assert [c["connection_id"] for c in served_before] == ["claude-max-1"]
+    assert (status["reading"]["status"], status["hysteresis"]["state"]) == (
+        "EXHAUSTED",
+        "dropped_out",
+    )
+    assert pool["candidates"] == []
+    assert [e["connection_id"] for e in pool["excluded"]] == ["claude-max-1"]
+
+
 def test_post_reading_reduces_windows_to_the_lowest_with_the_later_reset_on_a_tie(
     gateway: str,
 ) -> None:
