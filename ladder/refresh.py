@@ -122,7 +122,16 @@ def refresh_quota(
     if source == NO_SOURCE:
         return RefreshOutcome(connection_id, False, "the connection has no quota source")
     current = connection.current_reading
-    if requested_at is not None and current is not None and current.checked_at >= requested_at:
+    # Only a reading checked after the request and not dated ahead of the clock answers
+    # it: one stored in the future (before checked_at was capped at the receive time)
+    # proves nothing about now, and skipping the poll for it once kept an exhausted plan
+    # in `auto/subscription` for minutes.
+    if (
+        requested_at is not None
+        and current is not None
+        and current.checked_at >= requested_at
+        and current.checked_at <= services.received_at(now)
+    ):
         return RefreshOutcome(connection_id, False, "a newer reading already exists")
     if connection.poll_not_before is not None and connection.poll_not_before > now:
         return RefreshOutcome(connection_id, False, "the usage endpoint asked us to back off")
@@ -194,7 +203,8 @@ def due_connection_ids(
     now: datetime, *, interval: timedelta, max_state_age: timedelta
 ) -> list[str]:
     """Connections whose reading is due: never read, older than the refresh interval,
-    about to go stale, or whose reset instant has passed (one query)."""
+    about to go stale, dated ahead of the clock, or whose reset instant has passed (one
+    query)."""
     # Refresh a little before max_state_age so subscription never sees a stale reading
     # while the worker is healthy.
     due_age = min(interval, max(max_state_age - timedelta(seconds=30), timedelta(seconds=5)))
@@ -209,6 +219,9 @@ def due_connection_ids(
             Q(current_reading__isnull=True)
             | Q(current_reading__checked_at__lte=cutoff)
             | Q(current_reading__reset_at__lte=now)
+            # Dated ahead of the clock (stored before checked_at was capped): its age
+            # is unknown, so it is due at once rather than up to a minute late.
+            | Q(current_reading__checked_at__gt=now)
         )
         .values_list("connection_id", flat=True)
     )

@@ -494,6 +494,37 @@ def exhausted_reading(reset_at: datetime | None, now: datetime) -> Reading:
     return Reading(QuotaStatus.EXHAUSTED, 0.0, reset_at, now)
 
 
+def stored_checked_at(claimed: datetime | None, received: datetime) -> datetime:
+    """The checked_at a reading is stored with: as claimed (default: when it was
+    received), never after it was received."""
+    # A reading never describes the future (ladder.md "Quota usability"): one stamped
+    # ahead by a gateway whose clock runs fast would otherwise stay "latest" and hide
+    # every reading received after it, an exhaustion report included.
+    if claimed is None or claimed > received:
+        return received
+    return claimed
+
+
+def supersedes(
+    checked_at: datetime, current_checked_at: datetime | None, received: datetime
+) -> bool:
+    """Whether a reading stored with `checked_at`, received at `received`, replaces the
+    current reading (checked at `current_checked_at`, None when there is none)."""
+    # The current reading is the one with the latest checked_at, ties to the one received
+    # later (api.md "Quota readings"). Every checked_at is capped at its receive time
+    # (`stored_checked_at`), so no reading can outrank the ones received after it by
+    # claiming a later instant, and a server-stamped truth (a worker poll, a
+    # `quota_exhausted` event, rate-limit headers, a push without checked_at) always
+    # becomes current. A late reading observed before the current one stays history.
+    # One exception, the decision for rows stored in the future: a current reading dated
+    # ahead of `received` was stored so by code before the cap, or by a web process whose
+    # clock runs ahead. When it was received is unknown, only that it was before this
+    # reading, so it cannot be proven newer: it is ordered by receipt, and replaced.
+    if current_checked_at is None or current_checked_at > received:
+        return True
+    return checked_at >= current_checked_at
+
+
 def hysteresis_after(previous: Hysteresis, reading: Reading, config: LadderConfig) -> Hysteresis:
     """The hysteresis state once `reading` is stored; `previous` itself when nothing flips."""
     floor = config.reentry_floor

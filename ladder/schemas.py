@@ -3,6 +3,7 @@ and integers are strict (a boolean is never "yes" or 0); times carry an offset."
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
@@ -44,13 +45,26 @@ def _to_utc(value: datetime) -> datetime:
         raise ValueError("the instant is out of range once converted to UTC") from None
 
 
+# An ISO 8601 date and time of day: what every time in a body must start with. Pydantic
+# alone would read "1796114593000" or "-1" as a Unix timestamp (seconds or milliseconds).
+_ISO_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+TIME_FORMAT_MESSAGE = (
+    "expected an ISO 8601 time with an offset, such as 2026-11-29T12:00:00Z "
+    "(a number or a string of digits is not a time)"
+)
+
+
 def _time_text(value: Any) -> Any:
-    # Times are ISO 8601 text with an offset: a JSON number is not taken for a Unix time.
-    if not isinstance(value, str | datetime):
-        raise ValueError("expected an ISO 8601 time with an offset")
+    # Times are ISO 8601 text with an offset (api.md "Conventions"): a JSON number, or a
+    # string of digits, is never taken for a Unix time. The offset is AwareDatetime's.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _ISO_DATE_TIME.match(value):
+        raise ValueError(TIME_FORMAT_MESSAGE)
     return value
 
 
+# The one type of every time in an API write body.
 UtcDatetime = Annotated[AwareDatetime, BeforeValidator(_time_text), AfterValidator(_to_utc)]
 RungLiteral = Literal["subscription", "keyless", "free", "cheap", "premium"]
 ReasonLiteral = Literal[

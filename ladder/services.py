@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -592,7 +593,8 @@ def derive_status(remaining_percent: float | None) -> QuotaStatus:
 
 
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
-    """Reduce windows to the binding window, derive the status, default checked_at."""
+    """Reduce windows to the binding window, derive the status, default checked_at and
+    cap it at `now` (the receive time)."""
     remaining, reset_at = data.remaining_percent, data.reset_at
     if data.windows and remaining is None:
         remaining, window_reset = binding_window(data.windows)
@@ -602,6 +604,7 @@ def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
         raise ValidationError(
             {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
         )
+    checked_at = rules.stored_checked_at(checked_at, now)
     status = data.status or derive_status(remaining)
     return ReadingInput(
         status=status,
@@ -631,6 +634,18 @@ def _windows_json(windows: tuple[WindowInput, ...] | None) -> list[dict[str, Any
         }
         for w in windows or ()
     ]
+
+
+def server_clock() -> datetime:
+    """The server's own clock (a seam: tests freeze it)."""
+    return timezone.now()
+
+
+def received_at(now: datetime) -> datetime:
+    """The instant a reading is received: the caller's `now`, or the server's clock when
+    that is later (a worker's `now` is the start of its poll, seconds earlier; a reading
+    stored meanwhile must not look dated ahead of it)."""
+    return max(now, server_clock())
 
 
 def store_reading(
@@ -664,7 +679,11 @@ def store_reading(
         )
         current = connection.current_reading
         # A late-arriving older reading is kept as history but does not change the state.
-        is_current = current is None or reading.checked_at >= current.checked_at
+        is_current = rules.supersedes(
+            reading.checked_at,
+            current.checked_at if current is not None else None,
+            received_at(now),
+        )
         transition = None
         if is_current:
             connection.current_reading = reading
@@ -1010,12 +1029,45 @@ def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
     return rules.rung_for(verdict, tier)
 
 
+def earliest_spend_at(now: datetime) -> datetime:
+    """The oldest `occurred_at` a spend report may carry: the retention period back, or
+    the start of the current budget window if that is earlier."""
+    # Spend is refused beyond the product's one retention period (a year-1 date is a
+    # broken clock, not a request), but never spend that still counts against a budget:
+    # refusing it would let a paid rung overspend (a month outlasts 14 days' retention).
+    retention_start = now - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    window_start, _ = rules.budget_window_bounds(load_config().budget_window, now)
+    return min(retention_start, window_start)
+
+
+def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
+    """At most MAX_CLOCK_SKEW ahead of `now` and not before `earliest_spend_at`."""
+    if occurred_at is None:
+        return
+    if occurred_at - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {"occurred_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    # Cheap test first: the budget window (one query) is read only for an old date.
+    retention = timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    if occurred_at < now - retention and occurred_at < earliest_spend_at(now):
+        raise ValidationError(
+            {
+                "occurred_at": [
+                    f"Older than the retention period ({retention.days} days) and before "
+                    "the current budget window."
+                ]
+            }
+        )
+
+
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
     now = now or timezone.now()
     existing = SpendEntry.objects.filter(request_id=data.request_id).first()
     if existing is not None:
         return existing, False
+    validate_occurred_at(data.occurred_at, now)
     cost = data.cost_usd
     is_computed = cost is None
     if cost is None:

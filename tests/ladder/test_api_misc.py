@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
+from datetime import timezone as dt_timezone
 from decimal import Decimal
 from io import StringIO
 from typing import Any
@@ -661,6 +662,58 @@ def test_post_reading_slightly_in_the_future_is_accepted(gateway: str) -> None:
     assert response.status_code == 201
 
 
+def test_post_reading_slightly_in_the_future_is_stored_as_the_receive_time(gateway: str) -> None:
+    make_connection("claude-max-1")
+    before = timezone.now()
+
+    response = post_reading(
+        gateway,
+        {"remaining_percent": 50, "checked_at": (before + timedelta(seconds=30)).isoformat()},
+    )
+
+    after = timezone.now()
+    assert response.status_code == 201
+    assert between(response.json()["checked_at"], before, after)
+    assert before <= QuotaReading.objects.get().checked_at <= after
+
+
+@pytest.mark.parametrize(
+    "later_truth",
+    [
+        pytest.param({"kind": "quota_exhausted"}, id="quota-exhausted-event"),
+        pytest.param({"remaining_percent": 0}, id="server-stamped-push"),
+        pytest.param(
+            {"kind": "success", "headers": {"anthropic-ratelimit-unified-status": "rejected"}},
+            id="rate-limit-headers",
+        ),
+    ],
+)
+def test_after_a_future_dated_push_the_later_truth_is_current_and_the_pool_excludes_at_once(
+    gateway: str, later_truth: dict[str, Any]
+) -> None:
+    make_connection("claude-max-1")
+    make_candidate(connection_id="claude-max-1")
+    ahead = timezone.now() + timedelta(seconds=50)
+    post_reading(gateway, {"remaining_percent": 80, "checked_at": ahead.isoformat()})
+    served_before = api("get", "/api/v1/pools/auto/subscription", gateway).json()["candidates"]
+
+    if "kind" in later_truth:
+        response = post_event(gateway, later_truth)
+    else:
+        response = post_reading(gateway, later_truth)
+
+    status = api("get", "/api/v1/connections/claude-max-1/status", gateway).json()
+    pool = api("get", "/api/v1/pools/auto/subscription", gateway).json()
+    assert response.status_code in (200, 201)
+    assert [c["connection_id"] for c in served_before] == ["claude-max-1"]
+    assert (status["reading"]["status"], status["hysteresis"]["state"]) == (
+        "EXHAUSTED",
+        "dropped_out",
+    )
+    assert pool["candidates"] == []
+    assert [e["connection_id"] for e in pool["excluded"]] == ["claude-max-1"]
+
+
 def test_post_reading_reduces_windows_to_the_lowest_with_the_later_reset_on_a_tie(
     gateway: str,
 ) -> None:
@@ -778,6 +831,161 @@ def test_post_reading_refuses_an_invalid_body_and_stores_nothing(
         (["body", "payload", *loc], error_type)
     ]
     assert reading_rows() == []
+
+
+# --- numbers are not times (issue 12, item 8) --------------------------------------------
+
+NOT_TIMES = [
+    pytest.param("1796114593000", "value_error", id="digits-as-milliseconds"),
+    pytest.param("-1", "value_error", id="minus-one"),
+    pytest.param("0", "value_error", id="zero"),
+    pytest.param("1764417600.5", "value_error", id="decimal-digits"),
+    pytest.param(1764417600, "value_error", id="json-number"),
+    pytest.param("2026-11-29", "value_error", id="date-only"),
+    pytest.param("2026-11-29T12:00:00", "timezone_aware", id="no-offset"),
+]
+SPEND_BODY = {
+    "request_id": "req-1",
+    "connection_id": "openai-key",
+    "provider": "openai",
+    "model": "gpt-4o-mini",
+    "cost_usd": 1.0,
+}
+# Every time field of every write body: (path, body holding the value, location).
+TIME_FIELDS = [
+    pytest.param(
+        "/api/v1/connections/claude-max-1/readings",
+        lambda v: {"remaining_percent": 50, "checked_at": v},
+        ["checked_at"],
+        id="reading-checked_at",
+    ),
+    pytest.param(
+        "/api/v1/connections/claude-max-1/readings",
+        lambda v: {"remaining_percent": 50, "reset_at": v},
+        ["reset_at"],
+        id="reading-reset_at",
+    ),
+    pytest.param(
+        "/api/v1/connections/claude-max-1/readings",
+        lambda v: {"windows": [{"name": "five_hour", "remaining_percent": 5, "reset_at": v}]},
+        ["windows", 0, "reset_at"],
+        id="window-reset_at",
+    ),
+    pytest.param(
+        "/api/v1/connections/claude-max-1/events",
+        lambda v: {"kind": "quota_exhausted", "reset_at": v},
+        ["reset_at"],
+        id="event-reset_at",
+    ),
+    pytest.param(
+        "/api/v1/spend", lambda v: {**SPEND_BODY, "occurred_at": v}, ["occurred_at"], id="spend"
+    ),
+]
+
+
+def written_state() -> tuple[Any, ...]:
+    connection = Connection.objects.get()
+    return (
+        reading_rows(),
+        list(SpendEntry.objects.values_list("request_id", flat=True)),
+        connection.cooldown_until,
+        connection.consecutive_failures,
+        connection.hysteresis_state,
+        billing_services.change_counters(),
+    )
+
+
+@pytest.mark.parametrize(("path", "body_of", "loc"), TIME_FIELDS)
+@pytest.mark.parametrize(("value", "error_type"), NOT_TIMES)
+def test_a_number_a_string_of_digits_or_a_time_without_an_offset_is_not_a_time_in_any_body(
+    gateway: str, path: str, body_of: Any, loc: list[Any], value: Any, error_type: str
+) -> None:
+    make_connection("claude-max-1")
+    before = written_state()
+
+    response = api("post", path, gateway, body_of(value))
+
+    assert response.status_code == 422
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [
+        (["body", "payload", *loc], error_type)
+    ]
+    assert written_state() == before
+
+
+def test_a_time_written_as_digits_is_refused_with_a_message_saying_so(gateway: str) -> None:
+    make_connection("claude-max-1")
+
+    response = post_reading(gateway, {"remaining_percent": 50, "checked_at": "1796114593000"})
+
+    assert response.json()["detail"][0]["msg"] == (
+        "Value error, expected an ISO 8601 time with an offset, such as 2026-11-29T12:00:00Z "
+        "(a number or a string of digits is not a time)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "message"),
+    [
+        pytest.param(
+            lambda now: "0001-01-01T00:00:00Z",
+            "Older than the retention period (14 days) and before the current budget window.",
+            id="year-1",
+        ),
+        pytest.param(
+            lambda now: "9999-12-31T23:59:59Z", "More than 60 s in the future.", id="year-9999"
+        ),
+        pytest.param(
+            lambda now: (now + timedelta(seconds=61)).isoformat(),
+            "More than 60 s in the future.",
+            id="61-s-ahead",
+        ),
+        pytest.param(
+            lambda now: (now - timedelta(days=15)).isoformat(),
+            "Older than the retention period (14 days) and before the current budget window.",
+            id="15-days-ago",
+        ),
+    ],
+)
+def test_spend_dated_beyond_a_minute_ahead_or_the_retention_period_back_is_422_and_not_recorded(
+    gateway: str, occurred_at: Any, message: str
+) -> None:
+    # A daily budget window: every date beyond the retention period is before it.
+    LadderSettings.objects.filter(pk=1).update(budget_window="day")
+    counters = billing_services.change_counters()
+
+    response = api(
+        "post", "/api/v1/spend", gateway, {**SPEND_BODY, "occurred_at": occurred_at(timezone.now())}
+    )
+
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": [
+            {"loc": ["body", "payload", "occurred_at"], "msg": message, "type": "value_error"}
+        ]
+    }
+    assert not SpendEntry.objects.exists()
+    assert billing_services.change_counters() == counters
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [
+        pytest.param(timedelta(seconds=59), id="59-s-ahead"),
+        pytest.param(-timedelta(days=13), id="13-days-ago"),
+    ],
+)
+def test_spend_dated_within_a_minute_ahead_or_the_retention_period_back_is_recorded_as_given(
+    gateway: str, offset: timedelta
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(budget_window="day")
+    occurred_at = timezone.now().replace(microsecond=0) + offset
+
+    response = api(
+        "post", "/api/v1/spend", gateway, {**SPEND_BODY, "occurred_at": occurred_at.isoformat()}
+    )
+
+    assert response.status_code == 201
+    assert SpendEntry.objects.get().occurred_at == occurred_at
 
 
 # --- events ----------------------------------------------------------------------------------
@@ -1095,7 +1303,11 @@ def test_spend_summary_reports_each_paid_rung_against_its_budget(
 
 
 def test_post_spend_with_an_out_of_range_offset_is_stored_in_utc(gateway: str) -> None:
-    # Used to answer 500 on PostgreSQL, which refuses offsets beyond 15:59.
+    # Used to answer 500 on PostgreSQL, which refuses offsets beyond 15:59. Relative to
+    # now: spend older than the retention period is refused.
+    moment = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    far_west = moment.astimezone(dt_timezone(-timedelta(hours=18, minutes=54)))
+
     response = api(
         "post",
         "/api/v1/spend",
@@ -1106,12 +1318,13 @@ def test_post_spend_with_an_out_of_range_offset_is_stored_in_utc(gateway: str) -
             "provider": "openai",
             "model": "gpt-4o-mini",
             "cost_usd": 1,
-            "occurred_at": "2026-11-29T02:28:08-18:54",
+            "occurred_at": far_west.isoformat(),
         },
     )
 
+    assert far_west.isoformat().endswith("-18:54")
     assert response.status_code == 201
-    assert response.json()["occurred_at"] == "2026-11-29T21:22:08Z"
+    assert response.json()["occurred_at"] == iso(moment)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,8 +11,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from ladder import refresh, services
-from ladder.models import Connection
-from tests.ladder.factories import make_connection
+from ladder.models import Connection, QuotaReading
+from ladder.rules import SUBSCRIPTION_AUTO_ID
+from tests.ladder.factories import make_candidate, make_connection
 from tests.ladder.quota.fake_upstream import FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -149,3 +150,68 @@ def test_due_connections_are_unread_old_or_past_their_reset() -> None:
     )
 
     assert sorted(due) == ["never", "old", "reset"]
+
+
+# --- a reading never describes the future (issue 12, item 1) ------------------------------
+
+EXHAUSTED_USAGE = {"five_hour": {"utilization": 100.0, "resets_at": "2030-01-01T05:00:00+00:00"}}
+
+
+def _dated_ahead(connection_id: str, at: datetime) -> QuotaReading:
+    """A current reading as the code before the cap stored it: dated ahead of its receipt."""
+    connection = Connection.objects.get(connection_id=connection_id)
+    row = QuotaReading.objects.create(
+        connection=connection, status="SAFE", remaining_percent=80.0, checked_at=at
+    )
+    Connection.objects.filter(pk=connection.pk).update(current_reading=row)
+    return row
+
+
+def test_after_a_future_dated_push_the_worker_polls_and_subscription_excludes_at_once(
+    upstream: FakeUpstream,
+) -> None:
+    _plan()
+    make_candidate(connection_id="plan")
+    upstream.respond_json(EXHAUSTED_USAGE)
+    now = timezone.now()
+    services.store_reading(
+        "plan",
+        services.ReadingInput(remaining_percent=80.0, checked_at=now + timedelta(seconds=30)),
+        now=now,
+    )
+
+    outcome = refresh.refresh_quota(
+        "plan", requested_at=now + timedelta(seconds=1), now=now + timedelta(seconds=2)
+    )
+
+    decision = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=now + timedelta(seconds=3))
+    assert (outcome.polled, len(upstream.received)) == (True, 1)
+    assert (_current().status, _current().source) == ("EXHAUSTED", "claude")
+    assert decision.candidates == ()
+
+
+def test_a_reading_stored_in_the_future_does_not_make_the_worker_skip_its_poll(
+    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _plan()
+    upstream.respond_json(EXHAUSTED_USAGE)
+    now = timezone.now()
+    monkeypatch.setattr(services, "server_clock", lambda: now)
+    _dated_ahead("plan", now + timedelta(seconds=40))
+
+    outcome = refresh.refresh_quota("plan", requested_at=now, now=now)
+
+    assert (outcome.polled, len(upstream.received)) == (True, 1)
+    assert (_current().status, _current().checked_at) == ("EXHAUSTED", now)
+
+
+def test_a_connection_whose_reading_is_dated_ahead_of_the_clock_is_due_at_once() -> None:
+    now = timezone.now()
+    _plan()
+    _dated_ahead("plan", now + timedelta(seconds=40))
+
+    due = refresh.due_connection_ids(
+        now, interval=timedelta(seconds=180), max_state_age=timedelta(seconds=180)
+    )
+
+    assert due == ["plan"]

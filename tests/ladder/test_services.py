@@ -5,15 +5,27 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
+from unittest import mock
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection as db_connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from billing import services as billing_services
 from ladder import services
-from ladder.models import Connection, HysteresisTransition, LadderSettings, QuotaReading
+from ladder.models import (
+    Candidate,
+    Connection,
+    HysteresisTransition,
+    LadderSettings,
+    QuotaReading,
+    SpendEntry,
+)
 from ladder.rules import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 
@@ -88,6 +100,228 @@ def test_newest_reading_becomes_current_and_a_late_older_one_is_history() -> Non
     assert late.is_current is False
     assert connection.hysteresis_state == "in_play"
     assert QuotaReading.objects.count() == 2
+
+
+# --- a reading never describes the future (issue 12, item 1) ------------------------------
+
+
+def _freeze_server_clock(monkeypatch: pytest.MonkeyPatch, at: datetime) -> None:
+    """The server's own clock reads `at` (the tests' NOW is in the past)."""
+    monkeypatch.setattr(services, "server_clock", lambda: at)
+
+
+def _subscription_served(at: datetime) -> list[str | None]:
+    return [
+        c.connection_id for c in services.decide_registered(SUBSCRIPTION_AUTO_ID, now=at).candidates
+    ]
+
+
+def test_a_future_checked_at_is_stored_as_the_receive_time() -> None:
+    make_connection()
+
+    stored = make_reading(remaining_percent=50.0, checked_at=NOW + timedelta(seconds=30), now=NOW)
+
+    connection = _connection()
+    assert stored.reading.checked_at == NOW
+    assert QuotaReading.objects.get().checked_at == NOW
+    assert connection.hysteresis_since == NOW
+
+
+def _exhausted_event(at: datetime) -> None:
+    services.apply_event("claude-max-1", kind="quota_exhausted", now=at)
+
+
+def _server_stamped_push(at: datetime) -> None:
+    services.store_reading("claude-max-1", services.ReadingInput(remaining_percent=0.0), now=at)
+
+
+def _rejected_headers(at: datetime) -> None:
+    # A `success` carrying the upstream's own "rejected": a reading, and no cooldown.
+    services.apply_event(
+        "claude-max-1",
+        kind="success",
+        headers={"anthropic-ratelimit-unified-status": "rejected"},
+        now=at,
+    )
+
+
+@pytest.mark.parametrize(
+    "later_truth",
+    [
+        pytest.param(_exhausted_event, id="quota-exhausted-event"),
+        pytest.param(_server_stamped_push, id="server-stamped-push"),
+        pytest.param(_rejected_headers, id="rate-limit-headers"),
+    ],
+)
+def test_after_a_future_dated_push_the_later_truth_is_current_and_subscription_excludes_at_once(
+    later_truth: Any,
+) -> None:
+    make_connection()
+    make_candidate()
+    make_reading(remaining_percent=80.0, checked_at=NOW + timedelta(seconds=50), now=NOW)
+    served_before = _subscription_served(NOW + timedelta(seconds=1))
+
+    later_truth(NOW + timedelta(seconds=5))
+
+    connection = _connection()
+    latest = QuotaReading.objects.order_by("-pk").first()
+    assert served_before == ["claude-max-1"]
+    assert latest is not None
+    assert connection.current_reading_id == latest.pk
+    assert connection.current_reading.status == "EXHAUSTED"
+    assert connection.hysteresis_state == "dropped_out"
+    assert _subscription_served(NOW + timedelta(seconds=6)) == []
+
+
+def test_a_reading_stored_in_the_future_by_the_old_code_is_replaced_by_the_next_one_received(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before checked_at was capped, a reading up to a minute ahead was stored as given.
+    connection = make_connection()
+    make_candidate()
+    ahead = QuotaReading.objects.create(
+        connection=connection,
+        status="SAFE",
+        remaining_percent=80.0,
+        checked_at=NOW + timedelta(seconds=40),
+    )
+    Connection.objects.filter(pk=connection.pk).update(current_reading=ahead)
+    _freeze_server_clock(monkeypatch, NOW)
+
+    # Even a reading checked before the receipt replaces it: the row ahead cannot be
+    # proven newer than anything received after it.
+    stored = make_reading(remaining_percent=0.0, checked_at=NOW - timedelta(seconds=5), now=NOW)
+
+    assert stored.is_current is True
+    assert _connection().current_reading_id == stored.reading.pk
+    assert _subscription_served(NOW + timedelta(seconds=1)) == []
+
+
+def test_a_poll_that_started_before_an_exhaustion_event_never_replaces_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker stamps its reading with the poll's start; the gateway's report came in
+    # while the request was in flight, so it is the later truth (and not "ahead").
+    make_connection()
+    make_candidate()
+    _freeze_server_clock(monkeypatch, NOW + timedelta(seconds=5))
+    _rejected_headers(NOW + timedelta(seconds=5))
+    event_reading = _connection().current_reading_id
+    _freeze_server_clock(monkeypatch, NOW + timedelta(seconds=10))
+
+    polled = services.store_reading(
+        "claude-max-1",
+        services.ReadingInput(remaining_percent=80.0, checked_at=NOW, source="claude"),
+        now=NOW,
+    )
+
+    assert polled.is_current is False
+    assert _connection().current_reading_id == event_reading
+    assert _subscription_served(NOW + timedelta(seconds=11)) == []
+
+
+# One arrival: how it reaches the server, its status or remaining, how long after the
+# previous one it is received, and the checked_at it claims relative to that receipt.
+_KINDS = ("push", "exhausted-event", "rejected-headers", "poll")
+_arrivals = st.lists(
+    st.tuples(
+        st.sampled_from(_KINDS),
+        st.sampled_from((0.0, 1.0, 3.0, 50.0, 90.0, None)),
+        st.integers(0, 90),
+        st.one_of(st.none(), st.integers(-300, 60)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _receive(kind: str, remaining: float | None, claimed: datetime | None, at: datetime) -> None:
+    """One arrival at `at` through the services, as the API or the worker makes it."""
+    if kind == "push":
+        services.store_reading(
+            "plan", services.ReadingInput(remaining_percent=remaining, checked_at=claimed), now=at
+        )
+    elif kind == "exhausted-event":
+        services.apply_event("plan", kind="quota_exhausted", now=at)
+        # Clear the cooldown it wrote: the decision must exclude the plan on its reading.
+        Connection.objects.filter(connection_id="plan").update(
+            cooldown_until=None, consecutive_failures=0
+        )
+    elif kind == "rejected-headers":
+        services.apply_event(
+            "plan",
+            kind="success",
+            headers={"anthropic-ratelimit-unified-status": "rejected"},
+            now=at,
+        )
+    else:  # a worker poll: stamped with, and told `now` as, the start of its request
+        assert claimed is not None
+        services.store_reading(
+            "plan",
+            services.ReadingInput(remaining_percent=remaining, checked_at=claimed, source="claude"),
+            now=claimed,
+        )
+
+
+def _claimed(kind: str, offset: int | None, at: datetime) -> datetime | None:
+    if kind == "push":
+        return None if offset is None else at + timedelta(seconds=offset)
+    if kind == "poll":  # the request took up to 10 s
+        return at - timedelta(seconds=min(abs(offset or 0), 10))
+    return None
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(history=_arrivals, ahead=st.one_of(st.none(), st.integers(1, 60)))
+def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose_latest_truth_is_exhausted(  # noqa: E501
+    history: list[tuple[str, float | None, int, int | None]], ahead: int | None
+) -> None:
+    Connection.objects.all().delete()
+    Candidate.objects.all().delete()
+    services.clear_caches()
+    plan = make_connection("plan")
+    make_candidate(connection_id="plan")
+    if ahead is not None:  # a row the code before the cap stored ahead of its receipt
+        row = QuotaReading.objects.create(
+            connection=plan,
+            status="SAFE",
+            remaining_percent=80.0,
+            checked_at=NOW + timedelta(seconds=ahead),
+        )
+        Connection.objects.filter(pk=plan.pk).update(current_reading=row)
+    at = NOW
+    truths: list[tuple[datetime, int, str, int]] = []  # observed, position, status, pk
+    for position, (kind, remaining, gap, offset) in enumerate(history):
+        at += timedelta(seconds=gap)
+        claimed = _claimed(kind, offset, at)
+        with mock.patch.object(services, "server_clock", lambda at=at: at):
+            _receive(kind, remaining, claimed, at)
+        newest = QuotaReading.objects.order_by("-pk").first()
+        assert newest is not None
+        assert newest.checked_at <= at
+        # The oracle: the instant an arrival describes is never after its receipt.
+        observed = at if claimed is None else min(claimed, at)
+        truths.append((observed, position, newest.status, newest.pk))
+        current = Connection.objects.get(pk=plan.pk)
+        served = _subscription_served(at + timedelta(seconds=1))
+        latest = max(truths)
+        server_stamped = kind in ("exhausted-event", "rejected-headers") or (
+            kind == "push" and (offset is None or offset >= 0)
+        )
+        if server_stamped:
+            # The truth just received is current at once, whatever was stored before.
+            assert current.current_reading_id == newest.pk
+        if ahead is None:
+            # The current reading is the one observed last (ties: received last).
+            assert current.current_reading_id == latest[3]
+            if latest[2] == "EXHAUSTED":
+                assert served == []
+        elif server_stamped and newest.status == "EXHAUSTED":
+            assert served == []
 
 
 def test_hysteresis_drops_out_at_the_cutoff_and_records_the_transition() -> None:
@@ -253,6 +487,38 @@ def test_plan_included_spend_never_counts_against_a_paid_budget() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("window", "occurred_at", "is_recorded"),
+    [
+        pytest.param("month", NOW + timedelta(seconds=60), True, id="a-minute-ahead"),
+        pytest.param("month", NOW + timedelta(seconds=61), False, id="61-s-ahead"),
+        pytest.param("month", datetime(9999, 12, 31, tzinfo=UTC), False, id="year-9999"),
+        pytest.param("month", datetime(1, 1, 1, tzinfo=UTC), False, id="year-1"),
+        pytest.param("day", NOW - timedelta(days=14), True, id="the-retention-period-back"),
+        pytest.param("day", NOW - timedelta(days=14, seconds=1), False, id="beyond-retention"),
+        # Spend that still counts against the budget is never refused (a month > 14 days).
+        pytest.param("month", datetime(2026, 11, 1, tzinfo=UTC), True, id="in-the-budget-window"),
+        pytest.param("month", datetime(2026, 10, 31, 23, 59, tzinfo=UTC), False, id="before-it"),
+    ],
+)
+def test_spend_occurred_at_is_at_most_a_minute_ahead_and_the_retention_period_back(
+    window: str, occurred_at: datetime, is_recorded: bool
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(budget_window=window)
+    data = services.SpendInput("r1", "k", "openai", "gpt-4o", Decimal("1"), occurred_at=occurred_at)
+
+    if is_recorded:
+        entry, created = services.record_spend(data, now=NOW)
+        assert (created, entry.occurred_at) == (True, occurred_at)
+    else:
+        with pytest.raises(ValidationError) as refused:
+            services.record_spend(data, now=NOW)
+        assert list(refused.value.message_dict) == ["occurred_at"]
+        assert not SpendEntry.objects.exists()
+
+
+# Spend from before the window is older than the default 14 days' retention: refused.
+@override_settings(QUOTA_READING_RETENTION_DAYS=60)
 def test_spend_summary_uses_the_calendar_window_and_budget() -> None:
     LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("2"), budget_window="month")
     _price("openai", "gpt-4o-mini", "0.15", "0.6")
