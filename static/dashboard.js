@@ -101,12 +101,14 @@
     }
   });
 
-  // On a phone the nav is one line that scrolls sideways: bring the current page into it.
+  // On a phone the nav and the pool tabs are lines that scroll sideways
+  // ([data-scroll-current]): bring the current page or tab into view, once per page.
   document.addEventListener("DOMContentLoaded", function () {
-    var nav = document.getElementById("main-nav");
-    var current = nav && nav.querySelector('[aria-current="page"]');
-    if (!current || nav.scrollWidth <= nav.clientWidth) return;
-    nav.scrollLeft = current.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
+    document.querySelectorAll("[data-scroll-current]").forEach(function (strip) {
+      var current = strip.querySelector("[aria-current]");
+      if (!current || strip.scrollWidth <= strip.clientWidth) return;
+      strip.scrollLeft = current.offsetLeft - (strip.clientWidth - current.offsetWidth) / 2;
+    });
   });
 
   // The same wording as the server's duration_text: "42 s", "3 min 5 s", "2 h 5 min".
