@@ -155,6 +155,24 @@ def test_a_focused_refresh_button_keeps_focus_across_three_live_refreshes(
     expect(row.get_by_role("link", name="Edit…")).to_be_focused()
 
 
+def test_a_half_typed_search_survives_live_refreshes(
+    world: None, fast_polls: None, desktop: Page, live_server: LiveServer
+) -> None:
+    make_user("olga", "operator")
+    sign_in(desktop, live_server.url, "olga")
+    desktop.goto(f"{live_server.url}/connections/")
+    desktop.evaluate(COUNT_REFRESHES, "connections-table")
+    search = desktop.locator("#connection-search")
+    search.press_sequentially("clau")
+
+    _await_refreshes(desktop, 3)
+
+    expect(search).to_be_focused()
+    expect(search).to_have_value("clau")
+    desktop.keyboard.type("de")
+    expect(search).to_have_value("claude")
+
+
 def test_a_focused_pool_tab_keeps_focus_across_three_live_refreshes(
     world: None, fast_polls: None, desktop: Page, live_server: LiveServer
 ) -> None:
