@@ -782,6 +782,7 @@ def connection_detail_context(now: datetime, connection_id: str) -> dict[str, An
         "row": row,
         "config": table.config,
         "chart": remaining_chart(readings, transitions, table.config, since, now),
+        "readings": readings,
         "readings_count": len(readings),
         "transitions": transitions,
         "history_hours": HISTORY_HOURS,

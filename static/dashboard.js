@@ -1,7 +1,115 @@
-// The dashboard's only script besides htmx: live countdowns, the upload progress bar and
-// copy buttons. No inline handlers anywhere, so the pages run under a strict CSP.
+// The dashboard's only script besides htmx and idiomorph: live parts morphed into place
+// and their real changes announced, live countdowns, the upload progress bar, copy buttons
+// and the phone nav. No inline handlers anywhere, so the pages run under a strict CSP.
 (function () {
   "use strict";
+
+  // hx-swap="morph": the response is morphed into the element instead of replacing it, so
+  // the focused button or tab, the scroll position, a half-typed search and an open
+  // <details> survive a live refresh. (idiomorph's own htmx extension also accepts
+  // "morph:{...}" configs through Function(), which the CSP forbids: this one does not.)
+  if (window.htmx && window.Idiomorph) {
+    var morphConfig = {
+      morphStyle: "outerHTML",
+      ignoreActiveValue: true,
+      callbacks: {
+        beforeAttributeUpdated: function (name, element) {
+          return !(name === "open" && element.tagName === "DETAILS");
+        },
+      },
+    };
+    window.htmx.defineExtension("morph", {
+      isInlineSwap: function (swapStyle) {
+        return swapStyle === "morph";
+      },
+      handleSwap: function (swapStyle, target, fragment) {
+        if (swapStyle !== "morph") return false;
+        return window.Idiomorph.morph(target, fragment.children, morphConfig);
+      },
+    });
+  }
+
+  // Live regions ([data-announce]) are not aria-live themselves: a screen reader would
+  // read the whole region on every poll, or nothing. After a poll, the text of each item
+  // ([data-announce-item], times and [data-volatile] parts left out) is compared with the
+  // one before, and only a real change is said, once, in #live-announcer.
+  var MAX_NAMES = 5;
+
+  function normalized(element) {
+    return element.textContent.replace(/\s+/g, " ").trim();
+  }
+
+  function snapshot(region) {
+    var clone = region.cloneNode(true);
+    clone.querySelectorAll("time, [data-volatile]").forEach(function (part) {
+      part.remove();
+    });
+    var items = Object.create(null);
+    clone.querySelectorAll("[data-announce-item]").forEach(function (item) {
+      var name = item.getAttribute("data-announce-item");
+      items[name] = (name in items ? items[name] + " | " : "") + normalized(item);
+      item.remove();
+    });
+    return { items: items, rest: normalized(clone) };
+  }
+
+  function changes(before, after) {
+    var names = [];
+    Object.keys(after.items).forEach(function (name) {
+      if (before.items[name] !== after.items[name]) names.push(name);
+    });
+    Object.keys(before.items).forEach(function (name) {
+      if (!(name in after.items)) names.push(name);
+    });
+    return { names: names, isRestChanged: before.rest !== after.rest };
+  }
+
+  function announcement(label, found) {
+    if (!found.names.length) return found.isRestChanged ? label + " updated." : "";
+    var shown = found.names.slice(0, MAX_NAMES).join(", ");
+    var more = found.names.length - MAX_NAMES;
+    return label + " updated: " + shown + (more > 0 ? " and " + more + " more" : "") + " changed.";
+  }
+
+  function announce(text) {
+    var announcer = document.getElementById("live-announcer");
+    if (!announcer || !text) return;
+    // The same words twice in a row are not re-read unless the text node changes.
+    announcer.textContent = "";
+    window.setTimeout(function () {
+      announcer.textContent = text;
+    }, 50);
+  }
+
+  // By region id, so a region replaced whole (not morphed) still compares with its past.
+  var snapshots = Object.create(null);
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-announce]").forEach(function (region) {
+      snapshots[region.id] = snapshot(region);
+    });
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var region = event.detail.target;
+    if (!region || !region.hasAttribute || !region.hasAttribute("data-announce")) return;
+    var before = snapshots[region.id];
+    var after = snapshot(region);
+    snapshots[region.id] = after;
+    // Only the region's own refreshes (its poll, a save elsewhere) are announced; what the
+    // user asked for (a tab, a search, a page) is already in front of them.
+    if (before && event.detail.elt === region) {
+      announce(announcement(region.getAttribute("data-announce"), changes(before, after)));
+    }
+  });
+
+  // On a phone the nav and the pool tabs are lines that scroll sideways
+  // ([data-scroll-current]): bring the current page or tab into view, once per page.
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-scroll-current]").forEach(function (strip) {
+      var current = strip.querySelector("[aria-current]");
+      if (!current || strip.scrollWidth <= strip.clientWidth) return;
+      strip.scrollLeft = current.offsetLeft - (strip.clientWidth - current.offsetWidth) / 2;
+    });
+  });
 
   // The same wording as the server's duration_text: "42 s", "3 min 5 s", "2 h 5 min".
   function duration(seconds) {

@@ -62,7 +62,7 @@ def test_overview_counts_usable_and_excluded_connections_per_rung(
 
     cards = page.by_class("rung-card")
 
-    assert [card.by_tag("h2")[0].text for card in cards] == [
+    assert [card.by_tag("h3")[0].text for card in cards] == [
         "subscription",
         "keyless",
         "free",
@@ -288,7 +288,8 @@ def test_detail_chart_plots_the_day_of_readings_and_marks_transitions(viewer: Cl
         "chart-transition transition-in_play",
         "chart-transition transition-dropped_out",
     ]
-    assert [" ".join(_cells(row)) for row in page.by_tag("tbody")[0].by_tag("tr")] == [
+    # The last table: the transitions (the chart's readings table comes first).
+    assert [" ".join(_cells(row)) for row in page.by_tag("tbody")[-1].by_tag("tr")] == [
         "2026-11-29 11:10:00 in play 80.0 % left, above the re-entry floor of 5 %",
         "2026-11-29 08:40:00 dropped out 1.0 % left, at or below the exit cutoff of 2 %",
     ]

@@ -270,6 +270,7 @@ def test_no_inline_script_style_or_event_handler_on_any_page(demo: None, client:
         page = parse(client.get(url).content)
         assert [s.attrs.get("src") for s in page.by_tag("script")] == [
             "/static/vendor/htmx.min.js",
+            "/static/vendor/idiomorph.min.js",
             "/static/dashboard.js",
         ], url
         assert page.by_tag("style") == [], url
@@ -331,9 +332,10 @@ def test_hostile_operator_and_gateway_text_renders_inert(client: Client, url: st
     scripts = page.by_tag("script")
     assert [script.attrs.get("src") for script in scripts] == [
         "/static/vendor/htmx.min.js",
+        "/static/vendor/idiomorph.min.js",
         "/static/dashboard.js",
     ]
-    assert [script.text for script in scripts] == ["", ""]
+    assert [script.text for script in scripts] == ["", "", ""]
     assert page.by_tag("img") == []
     assert [e.attrs for e in page.iter() if _handlers(e)] == []
     assert page.find_all(lambda e: e.attrs.get("hx-get") == "/x") == []
