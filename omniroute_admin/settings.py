@@ -291,10 +291,30 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
 }
 
+# Every handler formats through EscapingFormatter: control characters and line breaks in
+# a logged value are escaped, so no request can forge a log line (omniroute_admin/
+# log_escape.py). Django's own loggers are named so they lose the handlers Django gave
+# them (which format raw) and write through the root's; Celery's and gunicorn's handlers
+# are wrapped where those set them up (omniroute_admin/celery.py, gunicorn.conf.py).
+LOG_LEVEL: str = _typed("LOG_LEVEL", env.str, "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {
+            "()": "omniroute_admin.log_escape.EscapingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": _typed("LOG_LEVEL", env.str, "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django gives these handlers of its own (formatting raw); cleared, so their
+        # records reach the root's handler only.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        # A wire trace that quotes upstream response headers verbatim (an upstream may
+        # echo the credential there): never below WARNING, whatever LOG_LEVEL says.
+        "httpcore": {"level": "WARNING"},
+    },
 }
