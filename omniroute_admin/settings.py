@@ -278,9 +278,26 @@ for _name, _url in QUOTA_URL_OVERRIDES.items():
     if not _url.startswith(("https://", "http://")):
         raise ImproperlyConfigured(f"The quota URL override for {_name} must be an http(s) URL.")
 
+# The beat is late once its heartbeat (sent every beat period) is older than this:
+# /readyz answers 503 naming `beat`, the overview warns (ladder/beat.py).
+BEAT_HEARTBEAT_MAX_AGE_SECONDS: float = _typed(
+    "BEAT_HEARTBEAT_MAX_AGE_SECONDS", env.float, 3 * QUOTA_BEAT_SECONDS
+)
+if BEAT_HEARTBEAT_MAX_AGE_SECONDS <= QUOTA_BEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "BEAT_HEARTBEAT_MAX_AGE_SECONDS must be longer than QUOTA_BEAT_SECONDS."
+    )
+
+# The one beat schedule. The heartbeat has the due scan's period and expiry: fresh, it
+# proves the due scans are being sent and run.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "enqueue-due-refreshes": {
         "task": "ladder.tasks.enqueue_due_refreshes_task",
+        "schedule": QUOTA_BEAT_SECONDS,
+        "options": {"expires": QUOTA_BEAT_SECONDS},
+    },
+    "beat-heartbeat": {
+        "task": "ladder.tasks.record_beat_heartbeat_task",
         "schedule": QUOTA_BEAT_SECONDS,
         "options": {"expires": QUOTA_BEAT_SECONDS},
     },
