@@ -50,7 +50,8 @@ def auto_id_label(auto_id: AutoId) -> str:
 
 
 class DatabaseCollector(Collector):
-    """Reading age per connection and spend against budget per paid rung."""
+    """Reading age per connection, spend against budget per paid rung and the beat's
+    heartbeat."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self._now = now
@@ -87,6 +88,32 @@ class DatabaseCollector(Collector):
                 budget.add_metric([name], float(rung.budget_usd))
         yield spent
         yield budget
+        yield from _beat_metrics(now)
+
+
+def _beat_metrics(now: datetime) -> Iterator[GaugeMetricFamily]:
+    """The beat's heartbeat: when it last ran, how old that is, and the limit."""
+    from ladder import beat
+
+    health = beat.current_health(now)
+    last_run = GaugeMetricFamily(
+        "omniroute_beat_last_run_timestamp_seconds",
+        "Unix time of the beat's last heartbeat (absent: none yet).",
+    )
+    age = GaugeMetricFamily(
+        "omniroute_beat_heartbeat_age_seconds",
+        "Age of the beat's last heartbeat (absent: none yet); due scans stop when it climbs.",
+    )
+    if health.last_run_at is not None and health.age_seconds is not None:
+        last_run.add_metric([], health.last_run_at.timestamp())
+        age.add_metric([], health.age_seconds)
+    yield last_run
+    yield age
+    yield GaugeMetricFamily(
+        "omniroute_beat_heartbeat_max_age_seconds",
+        "Heartbeat age past which /readyz reports the beat down.",
+        value=health.max_age_seconds,
+    )
 
 
 REGISTRY.register(DatabaseCollector())

@@ -247,3 +247,13 @@ class ApiToken(models.Model):
     def allows(self, scope: str) -> bool:
         """Operator tokens can do everything gateway tokens can."""
         return self.scope == self.Scope.OPERATOR or scope == self.Scope.GATEWAY
+
+
+class BeatHeartbeat(models.Model):
+    """When the beat's heartbeat task last ran: a single row (pk 1), written by a worker
+    each time the beat sends that task (see ladder/beat.py). Operational, not tuning."""
+
+    last_run_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"beat heartbeat @ {self.last_run_at}"

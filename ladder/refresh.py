@@ -171,9 +171,12 @@ def _poll(
         message = f"The stored credential cannot be read: {error}"
         return _unknown(message, source, now), message[:300], None
     try:
+        # poll(), not fetch() and parse(): it scrubs the credential out of everything it
+        # returns or raises, before anything here stores, shows or logs it.
         with _client() as client:
-            payload = adapter.fetch(url=adapter_url(source), credential=credential, client=client)
-        parsed = adapter.parse(payload, now)
+            parsed = adapter.poll(
+                url=adapter_url(source), credential=credential, client=client, now=now
+            )
     except QuotaError as error:
         detail = f"{error.kind}: {error.message}"
         if error.kind == ErrorKind.CREDENTIAL_REJECTED:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ladder import refresh, services
+from ladder import beat, refresh, services
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,13 @@ def enqueue_due_refreshes_task() -> None:
         )
     if due:
         logger.info("enqueued %d due refreshes", len(due))
+
+
+@shared_task(soft_time_limit=5, time_limit=10, ignore_result=True)
+def record_beat_heartbeat_task() -> None:
+    """Stamp the beat's heartbeat: the beat sends this every beat period (ladder/beat.py).
+    Not acks_late: a lost heartbeat loses nothing, the next one follows within a period."""
+    beat.record_heartbeat(timezone.now())
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90, ignore_result=True)

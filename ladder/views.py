@@ -47,7 +47,7 @@ from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
-from ladder import services
+from ladder import beat, services
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
 from ladder.models import ApiToken, Connection, HysteresisTransition, QuotaReading
@@ -488,6 +488,23 @@ def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetim
 
 
 @dataclass(frozen=True, slots=True)
+class BeatBanner:
+    """The overview's warning that the scheduler stopped (absent while it runs)."""
+
+    last_run_at: datetime | None
+    age: str | None  # None: no heartbeat yet
+    max_age_seconds: float
+
+
+def beat_banner(health: beat.BeatHealth) -> BeatBanner | None:
+    """The beat banner, when the heartbeat says the beat is late (ladder/beat.py)."""
+    if not health.is_late:
+        return None
+    age = duration_text(health.age_seconds) if health.age_seconds is not None else None
+    return BeatBanner(health.last_run_at, age, health.max_age_seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetLine:
     """One paid rung's spend against its budget, drawn as a bar."""
 
@@ -538,6 +555,7 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
         "spend": spend,
         "budgets": budget_lines(spend),
         "freshness": freshness(health, config, now),
+        "beat": beat_banner(beat.current_health(now)),
         "config": config,
         "next_change_in": duration_text((thrifty.next_change_at - now).total_seconds())
         if thrifty.next_change_at

@@ -1,14 +1,27 @@
 """The Celery app. Configuration comes from Django settings (CELERY_* names)."""
 
+import logging
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
+
+from omniroute_admin.log_escape import escape_handlers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
 app = Celery("omniroute_admin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def escape_celery_log_handlers(logger: logging.Logger, **kwargs: Any) -> None:
+    """Celery (worker and beat) installs handlers of its own, replacing settings.LOGGING's:
+    wrap their formatters so a logged value cannot forge a line (log_escape.py)."""
+    escape_handlers(logger)
 
 
 def _close_redis_channels_after_a_lost_connection() -> None:

@@ -4,12 +4,15 @@ OpenAI-style `/v1/models` alias that gateways expect at that well-known path."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ladder import beat
 from ladder.api import models_list
 from ladder.metrics import REGISTRY
 from ladder.models import ApiToken
@@ -43,14 +46,27 @@ def _broker_problem() -> str | None:
     return None
 
 
+def current_time() -> datetime:
+    """The clock of /readyz (tests replace it to pin `now`)."""
+    return timezone.now()
+
+
+def _beat_problem() -> str | None:
+    try:
+        return beat.current_health(current_time()).problem
+    except Exception as error:  # the database went away between the two checks
+        return type(error).__name__
+
+
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the broker answer; 503 naming what is down."""
-    problems = {
-        name: problem
-        for name, problem in (("database", _database_problem()), ("broker", _broker_problem()))
-        if problem is not None
-    }
+    """200 when the database and the broker answer and the beat's heartbeat is fresh;
+    503 naming what is down (see ladder/beat.py for the heartbeat's rules)."""
+    database = _database_problem()
+    checks = [("database", database), ("broker", _broker_problem())]
+    if database is None:  # the heartbeat lives in the database
+        checks.append(("beat", _beat_problem()))
+    problems = {name: problem for name, problem in checks if problem is not None}
     if problems:
         return JsonResponse({"status": "unavailable", "down": problems}, status=503)
     return JsonResponse({"status": "ok"})

@@ -278,9 +278,26 @@ for _name, _url in QUOTA_URL_OVERRIDES.items():
     if not _url.startswith(("https://", "http://")):
         raise ImproperlyConfigured(f"The quota URL override for {_name} must be an http(s) URL.")
 
+# The beat is late once its heartbeat (sent every beat period) is older than this:
+# /readyz answers 503 naming `beat`, the overview warns (ladder/beat.py).
+BEAT_HEARTBEAT_MAX_AGE_SECONDS: float = _typed(
+    "BEAT_HEARTBEAT_MAX_AGE_SECONDS", env.float, 3 * QUOTA_BEAT_SECONDS
+)
+if BEAT_HEARTBEAT_MAX_AGE_SECONDS <= QUOTA_BEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "BEAT_HEARTBEAT_MAX_AGE_SECONDS must be longer than QUOTA_BEAT_SECONDS."
+    )
+
+# The one beat schedule. The heartbeat has the due scan's period and expiry: fresh, it
+# proves the due scans are being sent and run.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "enqueue-due-refreshes": {
         "task": "ladder.tasks.enqueue_due_refreshes_task",
+        "schedule": QUOTA_BEAT_SECONDS,
+        "options": {"expires": QUOTA_BEAT_SECONDS},
+    },
+    "beat-heartbeat": {
+        "task": "ladder.tasks.record_beat_heartbeat_task",
         "schedule": QUOTA_BEAT_SECONDS,
         "options": {"expires": QUOTA_BEAT_SECONDS},
     },
@@ -291,10 +308,30 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
 }
 
+# Every handler formats through EscapingFormatter: control characters and line breaks in
+# a logged value are escaped, so no request can forge a log line (omniroute_admin/
+# log_escape.py). Django's own loggers are named so they lose the handlers Django gave
+# them (which format raw) and write through the root's; Celery's and gunicorn's handlers
+# are wrapped where those set them up (omniroute_admin/celery.py, gunicorn.conf.py).
+LOG_LEVEL: str = _typed("LOG_LEVEL", env.str, "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {
+            "()": "omniroute_admin.log_escape.EscapingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": _typed("LOG_LEVEL", env.str, "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django gives these handlers of its own (formatting raw); cleared, so their
+        # records reach the root's handler only.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        # A wire trace that quotes upstream response headers verbatim (an upstream may
+        # echo the credential there): never below WARNING, whatever LOG_LEVEL says.
+        "httpcore": {"level": "WARNING"},
+    },
 }

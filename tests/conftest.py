@@ -28,3 +28,15 @@ def _fresh_decision_caches() -> None:
     from ladder.services import clear_caches
 
     clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs as a freshly started process would: the beat's first-heartbeat
+    grace (ladder/beat.py) starts with the test, so /readyz never depends on how long the
+    suite has been running. Tests of the grace pin their own start."""
+    from django.utils import timezone
+
+    from ladder import beat
+
+    monkeypatch.setattr(beat, "STARTED_AT", timezone.now())

@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
+from ladder import beat
 from ladder.models import ApiToken
 from ladder.tokens import revoke_token
 from omniroute_admin import ops
@@ -69,6 +70,7 @@ def test_readyz_is_200_when_the_database_and_the_broker_answer(
 ) -> None:
     broker = FakeBroker()
     monkeypatch.setattr(ops.celery_app, "connection_for_write", broker.connection_for_write)
+    beat.record_heartbeat(timezone.now())  # and the beat runs (tests/test_beat_heartbeat.py)
 
     response = Client().get("/readyz")
 
@@ -81,6 +83,7 @@ def test_readyz_is_200_when_the_database_and_the_broker_answer(
 def test_readyz_is_503_naming_the_broker_when_it_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     broker = FakeBroker(error=ConnectionRefusedError("connection refused"))
     monkeypatch.setattr(ops.celery_app, "connection_for_write", broker.connection_for_write)
+    beat.record_heartbeat(timezone.now())
 
     response = Client().get("/readyz")
 

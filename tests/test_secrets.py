@@ -139,3 +139,122 @@ def test_a_canary_token_leaks_nowhere(client: Client, caplog: pytest.LogCaptureF
         assert token not in record.getMessage()
     assert token not in dump.getvalue()
     assert token[4:] not in dump.getvalue()  # not even without its prefix
+
+
+# --- item 9: the credential stays out of stored errors, end to end ----------------------
+
+ADAPTER_TOKEN = "sk-ant-oat01-CANARYADAPTER0123456789"
+
+
+def _representative_answers(token: str) -> list[tuple[int, str, dict[str, str]]]:
+    """One upstream answer per way a poll goes wrong (or names a window), each echoing."""
+    as_json = {"Content-Type": "application/json"}
+    return [
+        (500, json.dumps({"error": f"bad Authorization: Bearer {token}"}), as_json),
+        (401, f"rejected {token}", as_json),
+        (429, f"slow down {token}", {**as_json, "Retry-After": "1"}),
+        (302, "", {"Location": f"https://{token.lower()}.example/"}),
+        (200, f"not json {token}", {"Content-Type": f"text/plain; t={token}"}),
+        (200, json.dumps({f"seven_day_{token}": token, "models": {token: token}}), as_json),
+        (
+            200,
+            json.dumps(
+                {
+                    f"seven_day_{token}": {"utilization": 10},
+                    "buckets": [{"modelId": token, "remainingFraction": 0.5}],
+                    "models": {token: {"quotaInfo": {"remainingFraction": 0.5}}},
+                }
+            ),
+            as_json,
+        ),
+    ]
+
+
+@pytest.fixture
+def every_upstream() -> Iterator[FakeUpstream]:
+    """One fake upstream standing in for every HTTP adapter's endpoint."""
+    from ladder.quota.registry import REGISTRY
+
+    server = FakeUpstream()
+    server.start()
+    overrides = {name: server.url(f"/{name}") for name in REGISTRY if name != "simulated"}
+    with override_settings(QUOTA_URL_OVERRIDES=overrides):
+        yield server
+    server.stop()
+
+
+def test_a_canary_credential_stays_out_of_every_stored_error_shown_or_logged(
+    client: Client, caplog: pytest.LogCaptureFixture, every_upstream: FakeUpstream, monkeypatch: Any
+) -> None:
+    from ladder.quota.registry import REGISTRY
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", lambda *a, **k: None)
+    token = ADAPTER_TOKEN
+    credentials = {
+        "claude": token,
+        "copilot": token,
+        "codex": json.dumps({"access_token": token}),
+        "gemini-cli": json.dumps({"access_token": token, "project": "proj-1"}),
+        "antigravity": token,
+    }
+    cases: list[tuple[str, str]] = []
+    for name in REGISTRY:
+        if name == "simulated":
+            continue
+        for index, (status, body, headers) in enumerate(_representative_answers(token)):
+            connection_id = f"{name}-{index}"
+            services.upsert_connection(
+                connection_id,
+                services.ConnectionInput(
+                    "claude", "oauth", quota_source=name, credential=credentials[name]
+                ),
+            )
+            every_upstream.respond(status=status, body=body, headers=headers)
+            outcome = refresh.refresh_quota(connection_id)
+            assert outcome.polled
+            cases.append((connection_id, f"{name} answering {status} {body[:60]!r}"))
+    # the reported case: the simulated parser quoted its config (the credential)
+    for index, config in enumerate(
+        ({"epoch": token}, {token: 1}, {"plan_size": 5, "burn_per_minute": -1, token: token})
+    ):
+        connection_id = f"simulated-{index}"
+        services.upsert_connection(
+            connection_id,
+            services.ConnectionInput(
+                "claude", "oauth", quota_source="simulated", credential=json.dumps(config)
+            ),
+        )
+        assert refresh.refresh_quota(connection_id).polled
+        cases.append((connection_id, f"the simulated config {config}"))
+
+    def assert_clean(text: str, where: str) -> None:
+        assert "canary" not in text.lower(), f"the credential leaked into {where}"
+
+    gateway = make_token()
+    user = User.objects.create_user("ops", password="a-long-test-password")
+    user.groups.add(Group.objects.get(name="operator"))
+    client.force_login(user)
+    for connection_id, how in cases:
+        row = Connection.objects.get(connection_id=connection_id)
+        assert row.current_reading is not None
+        for reading in row.readings.all():
+            assert_clean(f"{reading.detail} {json.dumps(reading.windows)}", f"a reading ({how})")
+        assert_clean(f"{row.quota_error} {row.hysteresis_reason}", f"the connection ({how})")
+        answer = client.get(
+            f"/api/v1/connections/{connection_id}/status", HTTP_AUTHORIZATION=f"Bearer {gateway}"
+        )
+        assert answer.status_code == 200
+        assert_clean(answer.content.decode(), f"the status API ({how})")
+        page = client.get(f"/connections/{connection_id}/")
+        assert page.status_code == 200
+        assert_clean(page.content.decode(), f"the connection page ({how})")
+    for path in ("/", "/connections/", "/pools/"):
+        assert_clean(client.get(path).content.decode(), f"the dashboard page {path}")
+    formatter = logging.Formatter("%(name)s %(message)s")
+    for record in caplog.records:
+        assert_clean(formatter.format(record), f"the log record {record.name}")
+    # ... while the credential really was sent, and a window was named from the payload
+    assert f"Bearer {token}" in {r.headers.get("authorization") for r in every_upstream.received}
+    windows = [json.dumps(r.current_reading.windows) for r in Connection.objects.all()]
+    assert any('"name": "[redacted]"' in names for names in windows)

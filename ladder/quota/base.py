@@ -13,15 +13,17 @@ error, because the provider answered and simply said nothing we can use.
 
 from __future__ import annotations
 
+import base64
+import html
 import json as jsonlib
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, quote_plus, urlsplit
 
 import httpx
 
@@ -197,6 +199,109 @@ def quota_from_windows(
     )
 
 
+# --- secrets out of every message ------------------------------------------------------
+
+REDACTED = "[redacted]"
+# Shorter strings cannot be told apart from the words of a message; a real token is
+# far longer (and a credential part this short protects nothing).
+MIN_SECRET_LENGTH = 6
+# The credential fields the adapters define: names, not secrets, so never redacted.
+CREDENTIAL_KEYS = frozenset({"access_token", "account_id", "project"})
+
+
+def _base64_cores(secret: bytes) -> Iterator[str]:
+    """Yield the base64 text of secret as it reads inside any longer base64 stream."""
+    # Encoded at each of the three byte alignments, keeping only the characters made of
+    # the secret's own bits: what an echoed "Basic"/JWT/base64 blob holding it contains.
+    for offset in range(3):
+        data = b"\0" * offset + secret
+        start = -(-8 * offset // 6)
+        end = 8 * len(data) // 6
+        for encoded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+            yield encoded.decode()[start:end]
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Return the secret and the common encodings an echo of it may take."""
+    in_json = jsonlib.dumps(secret)[1:-1]
+    forms = {
+        secret,
+        in_json,
+        jsonlib.dumps(in_json)[1:-1],  # a JSON error quoting a JSON echo of the request
+        jsonlib.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+        html.escape(secret),
+        secret.encode().hex(),
+        *_base64_cores(secret.encode()),
+    }
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
+def _credential_parts(value: Any, known_keys: frozenset[str]) -> Iterator[str]:
+    """Yield every string of a decoded JSON credential (keys other than field names too)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in known_keys:
+                yield key
+            yield from _credential_parts(item, known_keys)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _credential_parts(item, known_keys)
+
+
+class Redactor:
+    """Replaces a set of secrets, and their common encodings, in text (case-insensitively)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            if len(secret) >= MIN_SECRET_LENGTH:
+                forms |= secret_forms(secret)
+        # Longest first, so a form never leaves part of a longer one behind.
+        ordered = sorted(forms, key=lambda form: (-len(form), form))
+        self.longest = len(ordered[0]) if ordered else 0
+        self._pattern = (
+            re.compile("|".join(re.escape(form) for form in ordered), re.IGNORECASE)
+            if ordered
+            else None
+        )
+
+    @classmethod
+    def for_credential(
+        cls, credential: str, known_keys: frozenset[str] = CREDENTIAL_KEYS
+    ) -> Redactor:
+        """Build the redactor of a credential: the whole text and every part of it."""
+        text = credential.strip()
+        secrets = {credential, text}
+        if text.startswith(("{", "[")):
+            try:
+                decoded = jsonlib.loads(text)
+            except (ValueError, RecursionError):
+                decoded = None
+            secrets.update(_credential_parts(decoded, known_keys))
+        return cls(secrets)
+
+    def scrub(self, text: str) -> str:
+        """Return text with every occurrence of a secret replaced by [redacted]."""
+        return text if self._pattern is None else self._pattern.sub(REDACTED, text)
+
+    def scrub_error(self, error: QuotaError) -> QuotaError:
+        """Return the same error with its message scrubbed."""
+        return QuotaError(error.kind, self.scrub(error.message), error.retry_after_seconds)
+
+    def scrub_quota(self, parsed: ParsedQuota) -> ParsedQuota:
+        """Return the reading with its detail and window names scrubbed."""
+        # Window names come from the payload (model ids, keys): an echo of the token
+        # there would be stored and shown like any other name.
+        windows = tuple(replace(w, name=self.scrub(w.name)) for w in parsed.windows)
+        return replace(parsed, detail=self.scrub(parsed.detail), windows=windows)
+
+
 # --- strict readers for payload fields -------------------------------------------------
 
 
@@ -285,7 +390,8 @@ def optional_iso_instant(container: Mapping[str, Any], key: str, where: str) -> 
         return None
     moment = parse_iso_instant(text)
     if moment is None:
-        raise unparseable(f"{where}.{key} is not an ISO 8601 time: {text[:40]!r}")
+        # Not quoted: the text is input (a payload, or the simulated adapter's credential).
+        raise unparseable(f"{where}.{key} is not an ISO 8601 time")
     return moment
 
 
@@ -327,7 +433,7 @@ def parse_credential(
     else:
         try:
             data = jsonlib.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             # "from None": the decode error holds the whole document, i.e. the secret.
             raise invalid_credential(adapter, "starts with '{' but is not valid JSON") from None
         if not isinstance(data, dict):
@@ -368,10 +474,11 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
     return parse_retry_after(value, reference)
 
 
-def _body_excerpt(response: httpx.Response, secrets: tuple[str, ...], limit: int = 120) -> str:
+def _body_excerpt(response: httpx.Response, redactor: Redactor, limit: int = 120) -> str:
     """Return the start of an error body on one line, secrets redacted, for the message."""
-    # Read past the limit by the longest secret, so one cut at the limit is redacted too.
-    wanted = limit + max((len(secret) for secret in secrets), default=0)
+    # Read past the limit by the longest secret form, so one cut at the limit is redacted
+    # too: the cut comes after the redaction, never before it.
+    wanted = limit + redactor.longest
     collected = b""
     for chunk in response.iter_bytes():
         collected += chunk
@@ -379,19 +486,26 @@ def _body_excerpt(response: httpx.Response, secrets: tuple[str, ...], limit: int
             break
     text = " ".join(collected[:wanted].decode("utf-8", errors="replace").split())
     # An upstream may echo the credential back in an error body; it must not reach a log.
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    text = text[:limit]
+    text = redactor.scrub(text)[:limit]
     return f": {text}" if text else ""
 
 
-def _secrets_in(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """Return the credential parts of the Authorization header, longest first."""
-    value = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
-    return tuple(sorted({value, value.split(" ")[-1]} - {""}, key=len, reverse=True))
+# Request headers that carry no part of a credential; every other one may.
+_PUBLIC_HEADERS = frozenset({"accept", "anthropic-beta", "content-type", "user-agent"})
 
 
-def _raise_for_status(response: httpx.Response, host: str, secrets: tuple[str, ...]) -> None:
+def _request_redactor(headers: Mapping[str, str], json: object) -> Redactor:
+    """Build the redactor of a request: its credential-bearing headers and body strings."""
+    secrets: set[str] = set()
+    for name, value in headers.items():
+        if name.lower() not in _PUBLIC_HEADERS:
+            # "Bearer <token>" and "token <token>": the whole value and the token alone.
+            secrets.update({value, value.split(" ")[-1]})
+    secrets.update(_credential_parts(json, frozenset()))
+    return Redactor(secrets)
+
+
+def _raise_for_status(response: httpx.Response, host: str, redactor: Redactor) -> None:
     """Map a non-2xx answer to the QuotaError kind the shell acts on."""
     status = response.status_code
     if 200 <= status < 300:
@@ -413,7 +527,7 @@ def _raise_for_status(response: httpx.Response, host: str, secrets: tuple[str, .
         raise QuotaError(ErrorKind.RATE_LIMITED, f"{host} is rate limiting (HTTP 429)", retry_after)
     raise QuotaError(
         ErrorKind.UPSTREAM_ERROR,
-        f"{host} answered HTTP {status}{_body_excerpt(response, secrets)}",
+        f"{host} answered HTTP {status}{_body_excerpt(response, redactor)}",
         retry_after,
     )
 
@@ -445,20 +559,27 @@ def request_json(
 ) -> Any:
     """Send one request without following redirects and return the decoded JSON body."""
     host = urlsplit(url).hostname or "the upstream"
+    redactor = _request_redactor(headers, json)
     try:
         with client.stream(
             method, url, headers=dict(headers), json=json, follow_redirects=False
         ) as response:
-            _raise_for_status(response, host, _secrets_in(headers))
+            _raise_for_status(response, host, redactor)
             return _read_json(response, host)
-    except httpx.TimeoutException as error:
-        raise QuotaError(ErrorKind.TIMEOUT, f"{host} did not answer in time") from error
-    except httpx.InvalidURL as error:
-        raise QuotaError(ErrorKind.TRANSPORT, f"the URL is not valid: {error}") from error
+    except QuotaError as error:
+        # Every part of a message that the upstream wrote (a redirect's host, a content
+        # type, a body) may echo the request; "from None" drops the response it holds.
+        raise redactor.scrub_error(error) from None
+    except httpx.TimeoutException:
+        raise QuotaError(ErrorKind.TIMEOUT, f"{host} did not answer in time") from None
+    except httpx.InvalidURL:
+        # Named, not quoted: the URL and the request built from it stay out of messages.
+        raise QuotaError(ErrorKind.TRANSPORT, f"the URL of {host} is not valid") from None
     except httpx.RequestError as error:
+        # The error itself may quote a header value (an illegal one, for instance).
         raise QuotaError(
             ErrorKind.TRANSPORT, f"could not talk to {host}: {type(error).__name__}"
-        ) from error
+        ) from None
 
 
 def bearer_headers(token: str) -> dict[str, str]:
@@ -477,12 +598,33 @@ class Adapter:
     default_url: str
     fetch: Callable[..., Any]
     parse: Callable[[Any, datetime], ParsedQuota]
+    # The credential's field names: not secrets, so the redactor leaves them in messages.
+    credential_keys: frozenset[str] = field(default=CREDENTIAL_KEYS)
 
     def poll(
         self, *, url: str, credential: str, client: httpx.Client, now: datetime
     ) -> ParsedQuota:
-        """Fetch the usage payload and parse it; raises QuotaError on any failure."""
-        return self.parse(self.fetch(url=url, credential=credential, client=client), now)
+        """Fetch the usage payload and parse it; raises QuotaError on any failure.
+
+        Whatever comes out (an error's message, a reading's detail and window names) has
+        every part of the credential, in every common encoding, replaced by [redacted]:
+        messages are stored, shown and logged, and the credential is write-only."""
+        redactor = Redactor.for_credential(credential, self.credential_keys)
+        try:
+            payload = self.fetch(url=url, credential=credential, client=client)
+        except QuotaError as error:
+            raise redactor.scrub_error(error) from None
+        except Exception as error:  # an adapter bug: its text may quote the request
+            raise QuotaError(
+                ErrorKind.TRANSPORT, f"the {self.name} fetch failed: {type(error).__name__}"
+            ) from None
+        try:
+            parsed = self.parse(payload, now)
+        except QuotaError as error:
+            raise redactor.scrub_error(error) from None
+        except Exception as error:  # an adapter bug: its text may quote the payload
+            raise unparseable(f"the {self.name} parser failed: {type(error).__name__}") from None
+        return redactor.scrub_quota(parsed)
 
 
 def env_var_for(name: str) -> str:

@@ -57,16 +57,21 @@ def _number(config: dict[str, Any], key: str, *, minimum: float | None = None) -
     value = optional_number(config, key, WHERE)
     number = float(DEFAULT_CONFIG[key]) if value is None else value
     if minimum is not None and number < minimum:
-        raise unparseable(f"{WHERE}.{key} is {number:g}, must be at least {minimum:g}")
+        # The config is the credential (write-only): its values are never quoted back.
+        raise unparseable(f"{WHERE}.{key} must be at least {minimum:g}")
     return number
 
 
 def parse(payload: Any, now: datetime) -> ParsedQuota:
     """Compute remaining quota from where now falls in the current simulated window."""
     config = expect_object(payload, WHERE)
-    unknown_keys = sorted(set(config) - set(DEFAULT_CONFIG))
+    unknown_keys = set(config) - set(DEFAULT_CONFIG)
     if unknown_keys:
-        raise unparseable(f"{WHERE} has unknown keys: {', '.join(unknown_keys)}")
+        # Counted, not named: the keys are the credential's text; the known ones help.
+        raise unparseable(
+            f"{WHERE} has unknown keys ({len(unknown_keys)});"
+            f" known keys: {', '.join(DEFAULT_CONFIG)}"
+        )
     plan_size = _number(config, "plan_size")
     if plan_size <= 0:
         raise unparseable(f"{WHERE}.plan_size must be positive")
@@ -91,11 +96,17 @@ def fetch(*, url: str, credential: str, client: httpx.Client) -> Any:
     """Return the config held in the credential; no HTTP (url and client are unused)."""
     try:
         config = json.loads(credential.strip() or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         raise invalid_credential(NAME, "is not a JSON config") from None
     if not isinstance(config, dict):
         raise invalid_credential(NAME, "must be a JSON object")
     return config
 
 
-ADAPTER = Adapter(name=NAME, default_url=DEFAULT_URL, fetch=fetch, parse=parse)
+ADAPTER = Adapter(
+    name=NAME,
+    default_url=DEFAULT_URL,
+    fetch=fetch,
+    parse=parse,
+    credential_keys=frozenset(DEFAULT_CONFIG),
+)

@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
-from ladder import services
+from ladder import beat, services
 from ladder.models import (
     Candidate,
     Connection,
@@ -90,6 +90,7 @@ def seed_demo_world(now: datetime, *, history: bool = True) -> None:
     """`seed_demo`, then readings for the plan connections, spend on the paid rungs, a
     cooldown on the free key and a stored quota error, so every column has something."""
     call_command("seed_demo", stdout=io.StringIO())
+    beat.record_heartbeat(now)  # a healthy world: its beat is running
     for connection_id, final in DEMO_READINGS.items():
         if history:
             _history(connection_id, now)

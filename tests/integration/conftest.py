@@ -36,6 +36,9 @@ def worker_env(
             "OMNIROUTE_CREDENTIAL_KEY": TEST_CREDENTIAL_KEY,
             "QUOTA_URL_CLAUDE": upstream.url("/api/oauth/usage"),
             "QUOTA_BEAT_SECONDS": "1",
+            # Servers started without a beat must not report it down a few seconds in;
+            # tests/integration/test_beat_heartbeat.py sets its own short limit.
+            "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "60",
             "QUOTA_RESET_GRACE_SECONDS": "0.5",
             "QUOTA_HTTP_TIMEOUT_SECONDS": "2",
             "DJANGO_DEBUG": "true",

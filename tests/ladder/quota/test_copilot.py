@@ -171,7 +171,7 @@ def test_parse_no_window_is_unknown(payload: dict[str, Any], detail: str) -> Non
         ),
         pytest.param(
             {"quota_reset_date": "next month", "quota_snapshots": {}},
-            "user.quota_reset_date is not an ISO 8601 time: 'next month'",
+            "user.quota_reset_date is not an ISO 8601 time",
             id="reset-words",
         ),
     ],
