@@ -22,7 +22,7 @@ from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, Catalog
 from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
-from ladder import rules
+from ladder import rules, settings_bounds
 from ladder.crypto import encrypt_credential
 from ladder.models import (
     Candidate,
@@ -77,18 +77,35 @@ def get_settings_row() -> LadderSettings:
     return row
 
 
+def effective_settings_of(row: LadderSettings) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The tuning the ladder applies for the stored row, and the fields the row holds
+    outside the rules (a row from an older release, or edited by hand: each such field
+    takes its nearest legal value, so neither a decision nor a read of the settings
+    fails on it). Logged, so an operator can save the settings again."""
+    values, out_of_range = settings_bounds.effective_settings(
+        {name: getattr(row, name) for name in SETTINGS_FIELDS}
+    )
+    if out_of_range:
+        logger.warning(
+            "stored ladder settings outside the rules, applied as the nearest legal value: %s",
+            ", ".join(out_of_range),
+        )
+    return values, out_of_range
+
+
 def config_from_row(row: LadderSettings) -> LadderConfig:
-    """The frozen config the pure core takes."""
+    """The frozen config the pure core takes (out-of-range fields as applied)."""
+    values, _ = effective_settings_of(row)
     return LadderConfig(
-        exit_cutoff_percent=row.exit_cutoff_percent,
-        reentry_min_remaining_percent=row.reentry_min_remaining_percent,
-        cheap_budget_usd=row.cheap_budget_usd,
-        premium_budget_usd=row.premium_budget_usd,
-        budget_window=BudgetWindow(row.budget_window),
-        max_state_age_seconds=row.max_state_age_seconds,
-        base_cooldown_seconds=row.base_cooldown_seconds,
-        max_cooldown_seconds=row.max_cooldown_seconds,
-        cheap_max_input_usd_per_mtok=row.cheap_max_input_usd_per_mtok,
+        exit_cutoff_percent=values["exit_cutoff_percent"],
+        reentry_min_remaining_percent=values["reentry_min_remaining_percent"],
+        cheap_budget_usd=values["cheap_budget_usd"],
+        premium_budget_usd=values["premium_budget_usd"],
+        budget_window=BudgetWindow(values["budget_window"]),
+        max_state_age_seconds=values["max_state_age_seconds"],
+        base_cooldown_seconds=values["base_cooldown_seconds"],
+        max_cooldown_seconds=values["max_cooldown_seconds"],
+        cheap_max_input_usd_per_mtok=values["cheap_max_input_usd_per_mtok"],
     )
 
 
@@ -120,24 +137,11 @@ def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
 
 
 def validate_settings(values: dict[str, Any]) -> None:
-    """Range checks the schema cannot express alone; raises ValidationError by field."""
-    errors: dict[str, list[str]] = {}
-    for name in ("exit_cutoff_percent", "reentry_min_remaining_percent"):
-        if not 0 <= values[name] <= 100:
-            errors.setdefault(name, []).append("Must be between 0 and 100.")
-    for name in ("base_cooldown_seconds", "max_cooldown_seconds"):
-        if not values[name] > 0:
-            errors.setdefault(name, []).append("Must be greater than 0.")
-    if values["max_state_age_seconds"] < 1:
-        errors.setdefault("max_state_age_seconds", []).append("Must be at least 1 second.")
-    for name in ("cheap_budget_usd", "premium_budget_usd", "cheap_max_input_usd_per_mtok"):
-        value = values[name]
-        if value is not None and (not Decimal(value).is_finite() or Decimal(value) < 0):
-            errors.setdefault(name, []).append("Must be a number >= 0.")
-    if values["budget_window"] not in {w.value for w in BudgetWindow}:
-        errors.setdefault("budget_window", []).append("Must be day, week or month.")
-    if errors:
-        raise ValidationError(errors)
+    """Every settings rule (ladder/settings_bounds.py, the one definition); raises
+    ValidationError by field. The re-entry floor below the exit cutoff names both."""
+    problems = settings_bounds.settings_problems(values)
+    if problems:
+        raise ValidationError(problems)
 
 
 def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:

@@ -1124,9 +1124,11 @@ def settings_context(form: SettingsForm, now: datetime) -> dict[str, Any]:
     """The form, the band of the saved settings and the spend against the budgets."""
     row = services.get_settings_row()
     spend = services.spend_summary(now=now)
+    _, out_of_range = services.effective_settings_of(row)
     return {
         "form": form,
         "row": row,
+        "out_of_range": out_of_range,
         "band": band_drawing(row.exit_cutoff_percent, row.reentry_min_remaining_percent),
         "budgets": budget_lines(spend),
         "spend": spend,
@@ -1135,8 +1137,9 @@ def settings_context(form: SettingsForm, now: datetime) -> dict[str, Any]:
 
 
 def _settings_initial() -> dict[str, Any]:
-    row = services.get_settings_row()
-    initial = {name: getattr(row, name) for name in services.SETTINGS_FIELDS}
+    # The values the ladder applies: a stored field outside the rules shows its nearest
+    # legal value, so saving the form as shown stores a legal row.
+    initial, _ = services.effective_settings_of(services.get_settings_row())
     # Decimals as typed ("5", "0.15"), not as stored ("5.000000").
     return {
         name: format(value.normalize(), "f") if isinstance(value, Decimal) else value
