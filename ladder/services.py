@@ -85,12 +85,17 @@ def effective_settings_of(row: LadderSettings) -> tuple[dict[str, Any], tuple[st
     values, out_of_range = settings_bounds.effective_settings(
         {name: getattr(row, name) for name in SETTINGS_FIELDS}
     )
-    if out_of_range:
+    if out_of_range and out_of_range not in _settings_warned:
+        # Once per process and set of fields: the config is read on every write path.
+        _settings_warned.add(out_of_range)
         logger.warning(
             "stored ladder settings outside the rules, applied as the nearest legal value: %s",
             ", ".join(out_of_range),
         )
     return values, out_of_range
+
+
+_settings_warned: set[tuple[str, ...]] = set()
 
 
 def config_from_row(row: LadderSettings) -> LadderConfig:

@@ -451,6 +451,22 @@ def test_a_stored_out_of_range_settings_row_answers_the_values_the_ladder_applie
     assert api("get", "/api/v1/settings/ladder", gateway).json() == APPLIED
 
 
+def test_a_stored_out_of_range_settings_row_is_logged_once_per_process(
+    gateway: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(ladder_services, "_settings_warned", set())
+    LadderSettings.objects.filter(pk=1).update(max_state_age_seconds=40_000_000)
+
+    with caplog.at_level("WARNING", logger="ladder.services"):
+        for _ in range(3):
+            assert api("get", "/api/v1/settings/ladder", gateway).status_code == 200
+
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder.services"] == [
+        "stored ladder settings outside the rules, applied as the nearest legal value: "
+        "max_state_age_seconds"
+    ]
+
+
 # --- models -------------------------------------------------------------------------------
 
 
