@@ -467,6 +467,20 @@ def test_a_stored_out_of_range_settings_row_is_logged_once_per_process(
     ]
 
 
+def test_seed_demo_writes_the_settings_through_the_service_audited_and_counted() -> None:
+    config_before, _ = billing_services.change_counters()
+
+    call_command("seed_demo", stdout=StringIO())
+
+    audit = [
+        (a.actor, a.before["cheap_budget_usd"], a.after["cheap_budget_usd"])
+        for a in AuditEntry.objects.filter(target_type="settings")
+    ]
+    assert audit == [("seed_demo", None, "5")]
+    assert settings_row()[2:4] == (Decimal("5.000000"), Decimal("20.000000"))
+    assert billing_services.change_counters()[0] > config_before
+
+
 # --- models -------------------------------------------------------------------------------
 
 
