@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from ladder.models import ApiToken, LadderSettings, connection_id_validator
+from ladder.models import ApiToken, LadderSettings, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
 from ladder.settings_bounds import SETTINGS_BOUNDS
@@ -229,8 +229,9 @@ class ConnectionAddForm(ConnectionFieldsForm):
     connection_id = forms.CharField(
         label="Connection id",
         max_length=128,
-        validators=[connection_id_validator],
-        help_text="The gateway's own id for it: 1 to 128 of A-Z a-z 0-9 . _ : @ -",
+        validators=[validate_connection_id],
+        help_text="The gateway's own id for it: 1 to 128 of A-Z a-z 0-9 . _ : @ -, "
+        "not . or .. alone.",
     )
 
     field_order = ("connection_id",)

@@ -20,9 +20,10 @@ from pydantic import (
 )
 
 from billing.schemas import ModelStr, ProviderStr, WriteSchema
+from ladder.models import CONNECTION_ID_PATTERN
 from ladder.settings_bounds import SETTINGS_BOUNDS
 
-CONNECTION_ID_REGEX = r"^[A-Za-z0-9._:@-]{1,128}$"
+CONNECTION_ID_REGEX = CONNECTION_ID_PATTERN  # not `.` or `..` (ladder/models.py)
 ConnectionIdStr = Annotated[str, StringConstraints(pattern=CONNECTION_ID_REGEX)]
 ShortText = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00]*$")]
 NameStr = Annotated[

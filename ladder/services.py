@@ -25,12 +25,14 @@ from billing.tiers import PriceBook, Tier
 from ladder import rules, settings_bounds
 from ladder.crypto import encrypt_credential
 from ladder.models import (
+    CONNECTION_ID_MESSAGE,
     Candidate,
     Connection,
     HysteresisTransition,
     LadderSettings,
     QuotaReading,
     SpendEntry,
+    is_connection_id,
 )
 from ladder.rules import (
     AutoId,
@@ -56,6 +58,20 @@ MAX_CLOCK_SKEW = timedelta(seconds=60)
 
 class NotFound(Exception):
     """The named object does not exist."""
+
+
+def _known_id(connection_id: str) -> str:
+    """The id itself, or NotFound before any lookup: an id outside the rule (`.`, `..`,
+    a space...) names no connection and is never sent to the database."""
+    if not is_connection_id(connection_id):
+        raise NotFound(f"No connection {connection_id!r}.")
+    return connection_id
+
+
+def _refuse_bad_ids(field: str, ids: Iterable[str | None]) -> None:
+    """ValidationError naming `field` when any id breaks the connection id rule."""
+    if any(i is not None and not is_connection_id(i) for i in ids):
+        raise ValidationError({field: [CONNECTION_ID_MESSAGE]})
 
 
 class UnknownCategory(Exception):
@@ -647,6 +663,7 @@ def store_reading(
 ) -> StoredReading:
     """Store a reading; if it is the newest it becomes current and updates hysteresis,
     all in one transaction. NotFound for an unknown connection."""
+    _known_id(connection_id)
     now = now or timezone.now()
     data = normalise_reading(data, now)
     assert data.checked_at is not None
@@ -779,6 +796,7 @@ def apply_event(
 ) -> EventResult:
     """Write the cooldown a gateway event implies (replacing any in force), clamped to
     the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading."""
+    _known_id(connection_id)
     now = now or timezone.now()
     config = load_config()
     header_reading: ReadingInput | None = None
@@ -867,6 +885,7 @@ def upsert_connection(
     """Create or replace a connection's fields; the credential is encrypted before storing.
     `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
     decided under the row lock so a concurrent write cannot slip in between."""
+    _refuse_bad_ids("connection_id", [connection_id])
     ciphertext = None
     if data.credential:
         ciphertext = encrypt_credential(data.credential)
@@ -911,6 +930,8 @@ def upsert_connection(
 
 def delete_connection(connection_id: str) -> bool:
     """Delete a connection and its readings; False when there was none."""
+    if not is_connection_id(connection_id):
+        return False
     with transaction.atomic():
         deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
         if deleted:
@@ -920,7 +941,7 @@ def delete_connection(connection_id: str) -> bool:
 
 def get_connection(connection_id: str) -> Connection:
     """One connection with its current reading; NotFound otherwise."""
-    connection = connections_with_readings().filter(connection_id=connection_id).first()
+    connection = connections_with_readings().filter(connection_id=_known_id(connection_id)).first()
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
     return connection
@@ -954,6 +975,8 @@ def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] 
 def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Candidate:
     """Create a candidate, or replace one's fields (NotFound when it does not exist)."""
     validate_candidate_target(data.connection_id, data.allowed_connection_ids)
+    _refuse_bad_ids("connection_id", [data.connection_id])
+    _refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
     with transaction.atomic():
         if candidate_id is None:
             candidate = Candidate()
@@ -1021,6 +1044,7 @@ def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
 
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
+    _refuse_bad_ids("connection_id", [data.connection_id])
     now = now or timezone.now()
     existing = SpendEntry.objects.filter(request_id=data.request_id).first()
     if existing is not None:
@@ -1104,7 +1128,7 @@ class BrokerUnavailable(Exception):
 
 def request_refresh(connection_id: str) -> None:
     """Enqueue an immediate background poll; NotFound, NoQuotaSource or BrokerUnavailable."""
-    connection = Connection.objects.filter(connection_id=connection_id).first()
+    connection = Connection.objects.filter(connection_id=_known_id(connection_id)).first()
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
     if connection.quota_source in ("", "none"):

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
@@ -50,7 +50,13 @@ from billing.tiers import PriceBook
 from ladder import services
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
-from ladder.models import ApiToken, Connection, HysteresisTransition, QuotaReading
+from ladder.models import (
+    ApiToken,
+    Connection,
+    HysteresisTransition,
+    QuotaReading,
+    is_connection_id,
+)
 from ladder.rules import (
     SUBSCRIPTION_AUTO_ID,
     THRIFTY_AUTO_ID,
@@ -134,6 +140,19 @@ def vary_on_htmx(response: HttpResponseBase) -> HttpResponseBase:
     """`Vary: HX-Request`: the same URL answers with a page or a fragment."""
     patch_vary_headers(response, ("HX-Request",))
     return response
+
+
+def connection_id_or_404(view: ViewFunction) -> ViewFunction:
+    """A 404 for an id outside the connection id rule (`.`, `..`), before any lookup:
+    clients normalise such ids out of URLs, so no page may depend on them."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, connection_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not is_connection_id(connection_id):
+            raise Http404("No such connection.")
+        return view(request, connection_id, *args, **kwargs)
+
+    return cast(ViewFunction, checked)
 
 
 def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
@@ -586,6 +605,7 @@ def connections(request: HtmxHttpRequest) -> TemplateResponse:
 
 @require_POST
 @operator_required
+@connection_id_or_404
 def refresh_connection(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Ask the worker to poll this connection's quota source now."""
     status = 202
@@ -790,6 +810,7 @@ def connection_detail_context(now: datetime, connection_id: str) -> dict[str, An
 
 @require_GET
 @viewer_required
+@connection_id_or_404
 def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
     """One connection: its status and a chart of the last 24 hours with its transitions;
     for operators its edit form (`?confirm-delete` asks to confirm its deletion)."""
@@ -872,6 +893,7 @@ def _to_connections(request: HtmxHttpRequest) -> HttpResponseBase:
 @sensitive_post_parameters("credential")
 @require_POST
 @operator_required
+@connection_id_or_404
 def connection_edit(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Save a connection's fields: a typed credential replaces the stored one, an empty
     input keeps it, the checkbox clears it. Field errors come back with a 422."""
@@ -974,6 +996,7 @@ def connection_add_or_page(request: HtmxHttpRequest) -> HttpResponseBase:
 
 @require_POST
 @operator_required
+@connection_id_or_404
 def connection_delete(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Delete a connection with its readings and transitions, after the confirmation
     step; back to the list with what happened."""
