@@ -590,3 +590,30 @@ def test_admin_object_pages_never_answer_500_to_a_hostile_id(
     for page in ("change/", "delete/", "history/"):
         response = root.get(f"{base}{object_id}/{page}")
         assert response.status_code in (302, 403, 404), (page, response.status_code)
+
+
+@pytest.mark.parametrize(
+    ("hostile", "field_name"),
+    [
+        pytest.param({"username": ""}, "username", id="username-empty"),
+        pytest.param({"username": "ve\x00ra"}, "username", id="username-nul"),
+        pytest.param({"username": "v" * 151}, "username", id="username-151-chars"),
+        pytest.param({"username": SUPERUSER}, "username", id="username-duplicate"),
+        pytest.param({"email": "not-an-address"}, "email", id="email-invalid"),
+        pytest.param({"email": "a\x00@example.com"}, "email", id="email-nul"),
+        pytest.param({"first_name": "V" * 151}, "first_name", id="first-name-over-long"),
+        pytest.param({"groups": ["999999"]}, "groups", id="unknown-group"),
+        pytest.param({"date_joined_0": "\x00"}, "date_joined", id="date-nul"),
+        pytest.param({"date_joined_0": "9999-99-99"}, "date_joined", id="date-impossible"),
+    ],
+)
+def test_admin_change_user_refuses_hostile_input_with_a_form_error(
+    root: Client, hostile: dict[str, Any], field_name: str
+) -> None:
+    user = _user("vera")
+    before = world(User)
+
+    response = root.post(url(User, "change", user.pk), {**_user_change(user), **hostile})
+
+    assert_form_error(response, field_name)
+    assert world(User) == before
