@@ -617,3 +617,42 @@ def test_admin_change_user_refuses_hostile_input_with_a_form_error(
 
     assert_form_error(response, field_name)
     assert world(User) == before
+
+
+def test_a_conflict_the_service_finds_at_save_time_is_a_message_not_a_500(
+    root: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A concurrent write took the name between the form's check and the save.
+    def lost_the_race(*args: Any, **kwargs: Any) -> Any:
+        raise services.Conflict("An entry for provider 'gemini' exists already.")
+
+    monkeypatch.setattr(services, "create_catalog_entry", lost_the_race)
+    before = world(BillingCatalogEntry)
+
+    response = root.post(url(BillingCatalogEntry, "add"), CATALOG_ADD, follow=True)
+
+    assert response.status_code == 200
+    assert [str(m) for m in response.context["messages"]] == [
+        "Nothing was saved: An entry for provider 'gemini' exists already."
+    ]
+    assert world(BillingCatalogEntry) == before
+
+
+def test_a_row_deleted_meanwhile_is_a_message_not_a_500(
+    root: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = _catalog("acme")
+
+    def gone(*args: Any, **kwargs: Any) -> None:
+        raise BillingCatalogEntry.DoesNotExist
+
+    monkeypatch.setattr(services, "delete_catalog_entry", gone)
+    before = world(BillingCatalogEntry)
+
+    response = root.post(url(BillingCatalogEntry, "delete", entry.pk), {"post": "yes"}, follow=True)
+
+    assert response.status_code == 200
+    assert [str(m) for m in response.context["messages"]] == [
+        "Nothing was saved: It was deleted meanwhile."
+    ]
+    assert world(BillingCatalogEntry) == before
