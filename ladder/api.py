@@ -589,21 +589,30 @@ def _money(value: Decimal | None) -> float | None:
 
 
 def settings_out() -> dict[str, Any]:
-    """The tuning fields, exactly."""
-    row = services.get_settings_row()
+    """The tuning fields, exactly, as the ladder applies them: a stored row outside the
+    rules (an older release's, or edited by hand) answers its nearest legal values, the
+    ones every decision uses, never a 500 (ladder.services.effective_settings_of)."""
+    values, _ = services.effective_settings_of(services.get_settings_row())
     return {
-        "exit_cutoff_percent": row.exit_cutoff_percent,
-        "reentry_min_remaining_percent": row.reentry_min_remaining_percent,
+        "exit_cutoff_percent": values["exit_cutoff_percent"],
+        "reentry_min_remaining_percent": values["reentry_min_remaining_percent"],
         "rung_budget_usd": {
-            "cheap": _money(row.cheap_budget_usd),
-            "premium": _money(row.premium_budget_usd),
+            "cheap": _money(values["cheap_budget_usd"]),
+            "premium": _money(values["premium_budget_usd"]),
         },
-        "budget_window": row.budget_window,
-        "max_state_age_seconds": row.max_state_age_seconds,
-        "base_cooldown_seconds": row.base_cooldown_seconds,
-        "max_cooldown_seconds": row.max_cooldown_seconds,
-        "cheap_max_input_usd_per_mtok": float(row.cheap_max_input_usd_per_mtok),
+        "budget_window": values["budget_window"],
+        "max_state_age_seconds": values["max_state_age_seconds"],
+        "base_cooldown_seconds": values["base_cooldown_seconds"],
+        "max_cooldown_seconds": values["max_cooldown_seconds"],
+        "cheap_max_input_usd_per_mtok": float(values["cheap_max_input_usd_per_mtok"]),
     }
+
+
+# The services name the budgets by column; the API nests them.
+SETTINGS_LOCATIONS = {
+    "cheap_budget_usd": ["rung_budget_usd", "cheap"],
+    "premium_budget_usd": ["rung_budget_usd", "premium"],
+}
 
 
 @router.get("/settings/ladder", response={200: SettingsSchema, **GATEWAY_ERRORS}, auth=gateway_auth)
@@ -643,7 +652,7 @@ def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
     try:
         services.update_settings(values, actor=actor_of(request))
     except ValidationError as error:
-        return validation_error_response(error)
+        return validation_error_response(error, locations=SETTINGS_LOCATIONS)
     return settings_out()
 
 

@@ -7,13 +7,34 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 
-from ladder.models import ApiToken, LadderSettings, connection_id_validator
+from ladder.models import ApiToken, LadderSettings, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
-from ladder.services import ConnectionInput
+from ladder.services import ConnectionInput, validate_settings
+from ladder.settings_bounds import SETTINGS_BOUNDS
 
-PERCENT_HELP = "0 to 100."
 BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
+
+
+def _limits(name: str, kind: type = float) -> dict[str, Any]:
+    """A form field's min/max, from the setting's one definition (ladder/settings_bounds.py).
+    An exclusive low end (cooldowns > 0) has no form equivalent: clean() applies it,
+    with every other rule, through the services' validate_settings."""
+    bound = SETTINGS_BOUNDS[name]
+
+    def cast(value: float) -> Any:
+        # As declared (100, not 100.0, in a message), unless the field needs its own type.
+        return Decimal(str(value)) if kind is Decimal else int(value) if kind is int else value
+
+    limits = {"max_value": cast(bound.high)}
+    if not bound.low_open:
+        limits["min_value"] = cast(bound.low)
+    return limits
+
+
+def _help(name: str, text: str) -> str:
+    return f"{SETTINGS_BOUNDS[name].text}. {text}"
 
 
 class SettingsForm(forms.Form):
@@ -23,32 +44,35 @@ class SettingsForm(forms.Form):
 
     exit_cutoff_percent = forms.FloatField(
         label="Exit cutoff (%)",
-        min_value=0,
-        max_value=100,
-        help_text="A connection in play drops out at or below this remaining %.",
+        **_limits("exit_cutoff_percent"),
+        help_text=_help(
+            "exit_cutoff_percent", "A connection in play drops out at or below this remaining %."
+        ),
     )
     reentry_min_remaining_percent = forms.FloatField(
         label="Re-entry floor (%)",
-        min_value=0,
-        max_value=100,
-        help_text="A dropped-out connection comes back only above this remaining %. "
-        "Below the exit cutoff it is raised to the cutoff (no gap).",
+        **_limits("reentry_min_remaining_percent"),
+        help_text=_help(
+            "reentry_min_remaining_percent",
+            "A dropped-out connection comes back only above this remaining %. "
+            "Not below the exit cutoff.",
+        ),
     )
     cheap_budget_usd = forms.DecimalField(
         label="Cheap rung budget (USD)",
         required=False,
-        min_value=Decimal(0),
+        **_limits("cheap_budget_usd", Decimal),
         max_digits=14,
         decimal_places=6,
-        help_text=BUDGET_HELP,
+        help_text=_help("cheap_budget_usd", BUDGET_HELP),
     )
     premium_budget_usd = forms.DecimalField(
         label="Premium rung budget (USD)",
         required=False,
-        min_value=Decimal(0),
+        **_limits("premium_budget_usd", Decimal),
         max_digits=14,
         decimal_places=6,
-        help_text=BUDGET_HELP,
+        help_text=_help("premium_budget_usd", BUDGET_HELP),
     )
     budget_window = forms.ChoiceField(
         label="Budget window",
@@ -57,32 +81,49 @@ class SettingsForm(forms.Form):
     )
     max_state_age_seconds = forms.IntegerField(
         label="Max reading age (s)",
-        min_value=1,
-        help_text="An older reading counts as none (an EXHAUSTED one with a future reset "
-        "stays current until that reset).",
+        **_limits("max_state_age_seconds", int),
+        help_text=_help(
+            "max_state_age_seconds",
+            "An older reading counts as none (an EXHAUSTED one with a future reset "
+            "stays current until that reset).",
+        ),
     )
     base_cooldown_seconds = forms.FloatField(
         label="Cooldown base (s)",
-        help_text="Backoff of the n-th consecutive failure: min(base x 2^(n-1), max).",
+        **_limits("base_cooldown_seconds"),
+        help_text=_help(
+            "base_cooldown_seconds",
+            "Backoff of the n-th consecutive failure: min(base x 2^(n-1), max).",
+        ),
     )
     max_cooldown_seconds = forms.FloatField(
         label="Cooldown cap (s)",
-        help_text="A Retry-After from upstream is used as given, not capped.",
+        **_limits("max_cooldown_seconds"),
+        help_text=_help(
+            "max_cooldown_seconds", "A Retry-After from upstream is used as given, not capped."
+        ),
     )
     cheap_max_input_usd_per_mtok = forms.DecimalField(
         label="Cheap / premium boundary (USD per M input tokens)",
-        min_value=Decimal(0),
+        **_limits("cheap_max_input_usd_per_mtok", Decimal),
         max_digits=14,
         decimal_places=6,
-        help_text="A model whose input price is at or below this is cheap; above, premium.",
+        help_text=_help(
+            "cheap_max_input_usd_per_mtok",
+            "A model whose input price is at or below this is cheap; above, premium.",
+        ),
     )
 
     def clean(self) -> dict[str, object] | None:
         cleaned = super().clean()
-        for name in ("base_cooldown_seconds", "max_cooldown_seconds"):
-            value = self.cleaned_data.get(name)
-            if value is not None and value <= 0:
-                self.add_error(name, "Must be greater than 0.")
+        valid = set(self.cleaned_data)  # a field with an error of its own is not here
+        try:
+            validate_settings(self.cleaned_data)
+        except ValidationError as error:
+            for name, messages in error.message_dict.items():
+                if name in valid:
+                    for message in messages:
+                        self.add_error(name, message)
         return cleaned
 
 
@@ -188,8 +229,9 @@ class ConnectionAddForm(ConnectionFieldsForm):
     connection_id = forms.CharField(
         label="Connection id",
         max_length=128,
-        validators=[connection_id_validator],
-        help_text="The gateway's own id for it: 1 to 128 of A-Z a-z 0-9 . _ : @ -",
+        validators=[validate_connection_id],
+        help_text="The gateway's own id for it: 1 to 128 of A-Z a-z 0-9 . _ : @ -, "
+        "not . or .. alone.",
     )
 
     field_order = ("connection_id",)

@@ -3,16 +3,48 @@ and the spend ledger. There is deliberately no `enabled` flag anywhere (see the 
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-CONNECTION_ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
-connection_id_validator = RegexValidator(
-    CONNECTION_ID_PATTERN, "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -"
+# A connection id (spec: api.md "Conventions"): 1 to 128 of [A-Za-z0-9._:@-], and not
+# `.` or `..`, which clients and proxies normalise out of URLs (such a connection could
+# never be managed). Written without look-arounds, so the one pattern serves Python's
+# re, pydantic's Rust engine, Django's URL converter and the OpenAPI document alike:
+# a first character that is no dot; or a dot and then one that is no dot; or two dots
+# and at least one more character.
+_ID_CHAR = r"[A-Za-z0-9._:@-]"
+_NOT_DOT = r"[A-Za-z0-9_:@-]"
+CONNECTION_ID_BODY = (
+    rf"{_NOT_DOT}{_ID_CHAR}{{0,127}}"
+    rf"|\.{_NOT_DOT}{_ID_CHAR}{{0,126}}"
+    rf"|\.\.{_ID_CHAR}{{1,126}}"
 )
+CONNECTION_ID_PATTERN = rf"^(?:{CONNECTION_ID_BODY})$"
+CONNECTION_ID_MESSAGE = "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -, and not . or .. alone."
+_CONNECTION_ID = re.compile(CONNECTION_ID_PATTERN)
+# The columns' validator as migrated (0001_initial): the characters and the length only.
+# The full rule is `is_connection_id`, which every write and lookup path applies before
+# it touches the database (services, API schemas, dashboard URLs and forms); changing
+# this one would change the migrated field state.
+connection_id_validator = RegexValidator(
+    r"^[A-Za-z0-9._:@-]{1,128}$", "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -"
+)
+
+
+def is_connection_id(value: object) -> bool:
+    """Whether `value` is a legal connection id (checked before any lookup or store)."""
+    return isinstance(value, str) and _CONNECTION_ID.fullmatch(value) is not None
+
+
+def validate_connection_id(value: object) -> None:
+    """A form or model validator: the full connection id rule."""
+    if not is_connection_id(value):
+        raise ValidationError(CONNECTION_ID_MESSAGE, code="invalid")
 
 
 class QuotaStatusChoices(models.TextChoices):

@@ -22,6 +22,7 @@ from typing import Final, NamedTuple
 
 from billing.classify import UNCURATED_VERDICT, Billing, BillingVerdict, Overage
 from billing.tiers import DEFAULT_CHEAP_MAX_INPUT_USD_PER_MTOK, Tier
+from ladder.settings_bounds import SETTINGS_BOUNDS
 
 # --------------------------------------------------------------------------- enums
 
@@ -183,28 +184,14 @@ class LadderConfig:
     cheap_max_input_usd_per_mtok: Decimal = DEFAULT_CHEAP_MAX_INPUT_USD_PER_MTOK
 
     def __post_init__(self) -> None:
-        # Bad settings fail at construction, never halfway through a pool build.
-        for name in ("exit_cutoff_percent", "reentry_min_remaining_percent"):
+        # Bad settings fail at construction, never halfway through a pool build. The
+        # rules are the settings' one definition; the services read a stored row
+        # outside them as its nearest legal values, so this never fails on a row.
+        for name, bound in SETTINGS_BOUNDS.items():
             value = getattr(self, name)
-            if not 0 <= value <= 100:
-                raise ValueError(f"{name} must be within 0..100, got {value!r}")
-        for name in ("cheap_budget_usd", "premium_budget_usd"):
-            budget = getattr(self, name)
-            if budget is not None and not budget >= 0:
-                raise ValueError(f"{name} must be unset or >= 0, got {budget!r}")
-        if not self.max_state_age_seconds >= 1:
-            raise ValueError(
-                f"max_state_age_seconds must be >= 1, got {self.max_state_age_seconds!r}"
-            )
-        for name in ("base_cooldown_seconds", "max_cooldown_seconds"):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if not self.cheap_max_input_usd_per_mtok >= 0:
-            raise ValueError(
-                "cheap_max_input_usd_per_mtok must be >= 0, "
-                f"got {self.cheap_max_input_usd_per_mtok!r}"
-            )
+            problem = bound.problem(value)
+            if problem is not None:
+                raise ValueError(f"{name}: {problem} Got {value!r}.")
         BudgetWindow(self.budget_window)  # ValueError naming a bad window
 
     @property

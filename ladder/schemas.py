@@ -20,9 +20,11 @@ from pydantic import (
     StringConstraints,
 )
 
-from billing.schemas import MAX_USD_6DP, ModelStr, ProviderStr, WriteSchema
+from billing.schemas import ModelStr, ProviderStr, WriteSchema
+from ladder.models import CONNECTION_ID_PATTERN
+from ladder.settings_bounds import SETTINGS_BOUNDS
 
-CONNECTION_ID_REGEX = r"^[A-Za-z0-9._:@-]{1,128}$"
+CONNECTION_ID_REGEX = CONNECTION_ID_PATTERN  # not `.` or `..` (ladder/models.py)
 ConnectionIdStr = Annotated[str, StringConstraints(pattern=CONNECTION_ID_REGEX)]
 ShortText = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00]*$")]
 NameStr = Annotated[
@@ -384,29 +386,41 @@ class ModelListOut(Schema):
 
 
 Money = Annotated[float, Field(strict=True, ge=0, lt=100_000_000, allow_inf_nan=False)]
-# Settings store USD with 6 decimals (max_digits 14): the API rounds to that, so the
-# bound is the largest value that still fits once rounded.
-SettingsMoney = Annotated[float, Field(strict=True, ge=0, le=MAX_USD_6DP, allow_inf_nan=False)]
+
+
+def _bounded(name: str) -> Any:
+    """The pydantic Field of a setting, from its one definition (ladder/settings_bounds.py)."""
+    bound = SETTINGS_BOUNDS[name]
+    return Field(
+        strict=True,
+        gt=bound.low if bound.low_open else None,
+        ge=None if bound.low_open else bound.low,
+        le=bound.high,
+        allow_inf_nan=False,
+    )
+
+
+BudgetUsd = Annotated[float, _bounded("cheap_budget_usd")]
 
 
 class BudgetsSchema(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    cheap: SettingsMoney | None
-    premium: SettingsMoney | None
+    cheap: BudgetUsd | None
+    premium: Annotated[float, _bounded("premium_budget_usd")] | None
 
 
 class SettingsSchema(WriteSchema):
     """Exactly the tuning fields; every one is required on PUT. No `enabled` field, ever."""
 
-    exit_cutoff_percent: Percent
-    reentry_min_remaining_percent: Percent
+    exit_cutoff_percent: float = _bounded("exit_cutoff_percent")
+    reentry_min_remaining_percent: float = _bounded("reentry_min_remaining_percent")
     rung_budget_usd: BudgetsSchema
     budget_window: Literal["day", "week", "month"]
-    max_state_age_seconds: StrictInt = Field(ge=1, le=31_536_000)
-    base_cooldown_seconds: float = Field(strict=True, gt=0, le=86_400, allow_inf_nan=False)
-    max_cooldown_seconds: float = Field(strict=True, gt=0, le=86_400, allow_inf_nan=False)
-    cheap_max_input_usd_per_mtok: SettingsMoney
+    max_state_age_seconds: StrictInt = _bounded("max_state_age_seconds")
+    base_cooldown_seconds: float = _bounded("base_cooldown_seconds")
+    max_cooldown_seconds: float = _bounded("max_cooldown_seconds")
+    cheap_max_input_usd_per_mtok: float = _bounded("cheap_max_input_usd_per_mtok")
 
     model_config = ConfigDict(
         extra="forbid",

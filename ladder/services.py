@@ -23,15 +23,17 @@ from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, Catalog
 from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
-from ladder import rules
+from ladder import rules, settings_bounds
 from ladder.crypto import encrypt_credential
 from ladder.models import (
+    CONNECTION_ID_MESSAGE,
     Candidate,
     Connection,
     HysteresisTransition,
     LadderSettings,
     QuotaReading,
     SpendEntry,
+    is_connection_id,
 )
 from ladder.rules import (
     AutoId,
@@ -59,6 +61,20 @@ class NotFound(Exception):
     """The named object does not exist."""
 
 
+def _known_id(connection_id: str) -> str:
+    """The id itself, or NotFound before any lookup: an id outside the rule (`.`, `..`,
+    a space...) names no connection and is never sent to the database."""
+    if not is_connection_id(connection_id):
+        raise NotFound(f"No connection {connection_id!r}.")
+    return connection_id
+
+
+def _refuse_bad_ids(field: str, ids: Iterable[str | None]) -> None:
+    """ValidationError naming `field` when any id breaks the connection id rule."""
+    if any(i is not None and not is_connection_id(i) for i in ids):
+        raise ValidationError({field: [CONNECTION_ID_MESSAGE]})
+
+
 class UnknownCategory(Exception):
     """No registered candidate lists the category of a composite auto id."""
 
@@ -78,18 +94,40 @@ def get_settings_row() -> LadderSettings:
     return row
 
 
+def effective_settings_of(row: LadderSettings) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The tuning the ladder applies for the stored row, and the fields the row holds
+    outside the rules (a row from an older release, or edited by hand: each such field
+    takes its nearest legal value, so neither a decision nor a read of the settings
+    fails on it). Logged, so an operator can save the settings again."""
+    values, out_of_range = settings_bounds.effective_settings(
+        {name: getattr(row, name) for name in SETTINGS_FIELDS}
+    )
+    if out_of_range and out_of_range not in _settings_warned:
+        # Once per process and set of fields: the config is read on every write path.
+        _settings_warned.add(out_of_range)
+        logger.warning(
+            "stored ladder settings outside the rules, applied as the nearest legal value: %s",
+            ", ".join(out_of_range),
+        )
+    return values, out_of_range
+
+
+_settings_warned: set[tuple[str, ...]] = set()
+
+
 def config_from_row(row: LadderSettings) -> LadderConfig:
-    """The frozen config the pure core takes."""
+    """The frozen config the pure core takes (out-of-range fields as applied)."""
+    values, _ = effective_settings_of(row)
     return LadderConfig(
-        exit_cutoff_percent=row.exit_cutoff_percent,
-        reentry_min_remaining_percent=row.reentry_min_remaining_percent,
-        cheap_budget_usd=row.cheap_budget_usd,
-        premium_budget_usd=row.premium_budget_usd,
-        budget_window=BudgetWindow(row.budget_window),
-        max_state_age_seconds=row.max_state_age_seconds,
-        base_cooldown_seconds=row.base_cooldown_seconds,
-        max_cooldown_seconds=row.max_cooldown_seconds,
-        cheap_max_input_usd_per_mtok=row.cheap_max_input_usd_per_mtok,
+        exit_cutoff_percent=values["exit_cutoff_percent"],
+        reentry_min_remaining_percent=values["reentry_min_remaining_percent"],
+        cheap_budget_usd=values["cheap_budget_usd"],
+        premium_budget_usd=values["premium_budget_usd"],
+        budget_window=BudgetWindow(values["budget_window"]),
+        max_state_age_seconds=values["max_state_age_seconds"],
+        base_cooldown_seconds=values["base_cooldown_seconds"],
+        max_cooldown_seconds=values["max_cooldown_seconds"],
+        cheap_max_input_usd_per_mtok=values["cheap_max_input_usd_per_mtok"],
     )
 
 
@@ -121,24 +159,11 @@ def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
 
 
 def validate_settings(values: dict[str, Any]) -> None:
-    """Range checks the schema cannot express alone; raises ValidationError by field."""
-    errors: dict[str, list[str]] = {}
-    for name in ("exit_cutoff_percent", "reentry_min_remaining_percent"):
-        if not 0 <= values[name] <= 100:
-            errors.setdefault(name, []).append("Must be between 0 and 100.")
-    for name in ("base_cooldown_seconds", "max_cooldown_seconds"):
-        if not values[name] > 0:
-            errors.setdefault(name, []).append("Must be greater than 0.")
-    if values["max_state_age_seconds"] < 1:
-        errors.setdefault("max_state_age_seconds", []).append("Must be at least 1 second.")
-    for name in ("cheap_budget_usd", "premium_budget_usd", "cheap_max_input_usd_per_mtok"):
-        value = values[name]
-        if value is not None and (not Decimal(value).is_finite() or Decimal(value) < 0):
-            errors.setdefault(name, []).append("Must be a number >= 0.")
-    if values["budget_window"] not in {w.value for w in BudgetWindow}:
-        errors.setdefault("budget_window", []).append("Must be day, week or month.")
-    if errors:
-        raise ValidationError(errors)
+    """Every settings rule (ladder/settings_bounds.py, the one definition); raises
+    ValidationError by field. The re-entry floor below the exit cutoff names both."""
+    problems = settings_bounds.settings_problems(values)
+    if problems:
+        raise ValidationError(problems)
 
 
 def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
@@ -653,6 +678,7 @@ def store_reading(
 ) -> StoredReading:
     """Store a reading; if it is the newest it becomes current and updates hysteresis,
     all in one transaction. NotFound for an unknown connection."""
+    _known_id(connection_id)
     now = now or timezone.now()
     data = normalise_reading(data, now)
     assert data.checked_at is not None
@@ -789,6 +815,7 @@ def apply_event(
 ) -> EventResult:
     """Write the cooldown a gateway event implies (replacing any in force), clamped to
     the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading."""
+    _known_id(connection_id)
     now = now or timezone.now()
     config = load_config()
     header_reading: ReadingInput | None = None
@@ -877,6 +904,7 @@ def upsert_connection(
     """Create or replace a connection's fields; the credential is encrypted before storing.
     `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
     decided under the row lock so a concurrent write cannot slip in between."""
+    _refuse_bad_ids("connection_id", [connection_id])
     ciphertext = None
     if data.credential:
         ciphertext = encrypt_credential(data.credential)
@@ -921,6 +949,8 @@ def upsert_connection(
 
 def delete_connection(connection_id: str) -> bool:
     """Delete a connection and its readings; False when there was none."""
+    if not is_connection_id(connection_id):
+        return False
     with transaction.atomic():
         deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
         if deleted:
@@ -930,7 +960,7 @@ def delete_connection(connection_id: str) -> bool:
 
 def get_connection(connection_id: str) -> Connection:
     """One connection with its current reading; NotFound otherwise."""
-    connection = connections_with_readings().filter(connection_id=connection_id).first()
+    connection = connections_with_readings().filter(connection_id=_known_id(connection_id)).first()
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
     return connection
@@ -964,6 +994,8 @@ def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] 
 def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Candidate:
     """Create a candidate, or replace one's fields (NotFound when it does not exist)."""
     validate_candidate_target(data.connection_id, data.allowed_connection_ids)
+    _refuse_bad_ids("connection_id", [data.connection_id])
+    _refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
     with transaction.atomic():
         if candidate_id is None:
             candidate = Candidate()
@@ -1063,6 +1095,7 @@ def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
 
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
+    _refuse_bad_ids("connection_id", [data.connection_id])
     now = now or timezone.now()
     existing = SpendEntry.objects.filter(request_id=data.request_id).first()
     if existing is not None:
@@ -1147,7 +1180,7 @@ class BrokerUnavailable(Exception):
 
 def request_refresh(connection_id: str) -> None:
     """Enqueue an immediate background poll; NotFound, NoQuotaSource or BrokerUnavailable."""
-    connection = Connection.objects.filter(connection_id=connection_id).first()
+    connection = Connection.objects.filter(connection_id=_known_id(connection_id)).first()
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
     if connection.quota_source in ("", "none"):

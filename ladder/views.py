@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib import messages
@@ -50,7 +50,13 @@ from billing.tiers import PriceBook
 from ladder import beat, services
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
-from ladder.models import ApiToken, Connection, HysteresisTransition, QuotaReading
+from ladder.models import (
+    ApiToken,
+    Connection,
+    HysteresisTransition,
+    QuotaReading,
+    is_connection_id,
+)
 from ladder.rules import (
     SUBSCRIPTION_AUTO_ID,
     THRIFTY_AUTO_ID,
@@ -134,6 +140,19 @@ def vary_on_htmx(response: HttpResponseBase) -> HttpResponseBase:
     """`Vary: HX-Request`: the same URL answers with a page or a fragment."""
     patch_vary_headers(response, ("HX-Request",))
     return response
+
+
+def connection_id_or_404(view: ViewFunction) -> ViewFunction:
+    """A 404 for an id outside the connection id rule (`.`, `..`), before any lookup:
+    clients normalise such ids out of URLs, so no page may depend on them."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, connection_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not is_connection_id(connection_id):
+            raise Http404("No such connection.")
+        return view(request, connection_id, *args, **kwargs)
+
+    return cast(ViewFunction, checked)
 
 
 def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
@@ -604,6 +623,7 @@ def connections(request: HtmxHttpRequest) -> TemplateResponse:
 
 @require_POST
 @operator_required
+@connection_id_or_404
 def refresh_connection(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Ask the worker to poll this connection's quota source now."""
     status = 202
@@ -809,6 +829,7 @@ def connection_detail_context(now: datetime, connection_id: str) -> dict[str, An
 
 @require_GET
 @viewer_required
+@connection_id_or_404
 def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
     """One connection: its status and a chart of the last 24 hours with its transitions;
     for operators its edit form (`?confirm-delete` asks to confirm its deletion)."""
@@ -891,6 +912,7 @@ def _to_connections(request: HtmxHttpRequest) -> HttpResponseBase:
 @sensitive_post_parameters("credential")
 @require_POST
 @operator_required
+@connection_id_or_404
 def connection_edit(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Save a connection's fields: a typed credential replaces the stored one, an empty
     input keeps it, the checkbox clears it. Field errors come back with a 422."""
@@ -993,6 +1015,7 @@ def connection_add_or_page(request: HtmxHttpRequest) -> HttpResponseBase:
 
 @require_POST
 @operator_required
+@connection_id_or_404
 def connection_delete(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Delete a connection with its readings and transitions, after the confirmation
     step; back to the list with what happened."""
@@ -1143,9 +1166,11 @@ def settings_context(form: SettingsForm, now: datetime) -> dict[str, Any]:
     """The form, the band of the saved settings and the spend against the budgets."""
     row = services.get_settings_row()
     spend = services.spend_summary(now=now)
+    _, out_of_range = services.effective_settings_of(row)
     return {
         "form": form,
         "row": row,
+        "out_of_range": out_of_range,
         "band": band_drawing(row.exit_cutoff_percent, row.reentry_min_remaining_percent),
         "budgets": budget_lines(spend),
         "spend": spend,
@@ -1154,8 +1179,9 @@ def settings_context(form: SettingsForm, now: datetime) -> dict[str, Any]:
 
 
 def _settings_initial() -> dict[str, Any]:
-    row = services.get_settings_row()
-    initial = {name: getattr(row, name) for name in services.SETTINGS_FIELDS}
+    # The values the ladder applies: a stored field outside the rules shows its nearest
+    # legal value, so saving the form as shown stores a legal row.
+    initial, _ = services.effective_settings_of(services.get_settings_row())
     # Decimals as typed ("5", "0.15"), not as stored ("5.000000").
     return {
         name: format(value.normalize(), "f") if isinstance(value, Decimal) else value

@@ -4,6 +4,7 @@ a sick database a 503, and nothing is ever an HTML 500."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, ValidationError
@@ -29,14 +30,17 @@ BODY_ERRORS: dict[int, Any] = {400: ErrorOut, 422: dict}
 PATH_ERRORS: dict[int, Any] = {422: dict}
 
 
-def validation_error_response(error: ValidationError) -> Status[dict[str, object]]:
-    """A domain ValidationError as ninja's 422 body: a list of {loc, msg, type}."""
+def validation_error_response(
+    error: ValidationError, *, locations: Mapping[str, list[str]] | None = None
+) -> Status[dict[str, object]]:
+    """A domain ValidationError as ninja's 422 body: a list of {loc, msg, type};
+    `locations` maps a service's field name to its place in the body, when they differ."""
     details: list[dict[str, object]] = []
     if hasattr(error, "error_dict"):
         for field, messages in error.message_dict.items():
+            loc = ["body", "payload", *(locations or {}).get(field, [field])]
             details.extend(
-                {"loc": ["body", "payload", field], "msg": message, "type": "value_error"}
-                for message in messages
+                {"loc": loc, "msg": message, "type": "value_error"} for message in messages
             )
     else:
         details.extend(

@@ -1,7 +1,9 @@
-"""Throttling of failed dashboard sign-ins: after too many failures for one user name
-from one address (or from one address overall) within a window, further attempts are
-refused before the password is checked. Counts live in Django's cache (set CACHE_URL to
-a shared cache such as Redis when running several web processes)."""
+"""Throttling of failed sign-ins, on the dashboard's sign-in page and the Django admin's
+alike: after too many failures for one user name from one address (or from one address
+overall) within a window, further attempts are refused before the password is checked.
+Both pages count against the same budget, so alternating between them gains nothing.
+Counts live in Django's cache (set CACHE_URL to a shared cache such as Redis when running
+several web processes)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,15 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.http import HttpRequest
+
+THROTTLED_MESSAGE = (
+    "Too many failed sign-ins. Wait %(minutes)d minutes and try again, or ask an "
+    "operator to reset your password."
+)
 
 
 def _client_address(request: HttpRequest | None) -> str:
@@ -26,16 +34,8 @@ def _key(*parts: str) -> str:
     return f"login-failures:{digest}"
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    """Django's sign-in form, refusing attempts once the failure budget is spent."""
-
-    error_messages = {
-        **AuthenticationForm.error_messages,
-        "throttled": (
-            "Too many failed sign-ins. Wait %(minutes)d minutes and try again, or ask an "
-            "operator to reset your password."
-        ),
-    }
+class _ThrottledSignIn(AuthenticationForm):
+    """The throttle, around any AuthenticationForm's clean()."""
 
     def _keys(self) -> tuple[str, str]:
         username = str(self.data.get("username", "")).strip().lower()
@@ -49,9 +49,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
             cache.get(address_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_ADDRESS
         ):
             raise forms.ValidationError(
-                self.error_messages["throttled"],
-                code="throttled",
-                params={"minutes": max(1, window // 60)},
+                THROTTLED_MESSAGE, code="throttled", params={"minutes": max(1, window // 60)}
             )
         try:
             cleaned = super().clean()
@@ -65,3 +63,11 @@ class ThrottledAuthenticationForm(AuthenticationForm):
             raise
         cache.delete(user_key)
         return cleaned
+
+
+class ThrottledAuthenticationForm(_ThrottledSignIn):
+    """Django's sign-in form (the dashboard's), refusing attempts once the budget is spent."""
+
+
+class ThrottledAdminAuthenticationForm(_ThrottledSignIn, AdminAuthenticationForm):
+    """The Django admin's sign-in form (staff only), under the same throttle and budget."""

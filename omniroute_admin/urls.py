@@ -5,6 +5,10 @@ from django.urls import include, path
 
 from omniroute_admin import ops
 from omniroute_admin.api import api
+from omniroute_admin.login_throttle import ThrottledAdminAuthenticationForm
+
+# /admin/login/ is a sign-in page too: the same throttle and budget as /accounts/login/.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),

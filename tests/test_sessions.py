@@ -109,3 +109,52 @@ def test_a_successful_sign_in_before_the_limit_resets_the_count(client: Client) 
     )
 
     assert again.status_code == 302
+
+
+@override_settings(LOGIN_MAX_FAILURES_PER_USER=3, LOGIN_MAX_FAILURES_PER_ADDRESS=1000)
+def test_admin_sign_in_is_throttled_even_with_the_right_password(client: Client) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    User.objects.create_superuser("root", password="a-long-test-password")
+    for _ in range(3):
+        wrong = client.post("/admin/login/", {"username": "root", "password": "nope"})
+        assert wrong.status_code == 200
+        assert "Please enter the correct username and password" in wrong.content.decode()
+
+    right = client.post("/admin/login/", {"username": "root", "password": "a-long-test-password"})
+
+    assert right.status_code == 200
+    assert "Too many failed sign-ins. Wait 15 minutes" in right.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert client.get("/admin/").status_code == 302
+
+
+@override_settings(LOGIN_MAX_FAILURES_PER_USER=4, LOGIN_MAX_FAILURES_PER_ADDRESS=1000)
+def test_dashboard_and_admin_sign_ins_share_one_failure_budget(client: Client) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    User.objects.create_superuser("root", password="a-long-test-password")
+    for path in ("/accounts/login/", "/admin/login/") * 2:
+        client.post(path, {"username": "root", "password": "nope"})
+
+    for path in ("/admin/login/", "/accounts/login/"):
+        right = client.post(path, {"username": "root", "password": "a-long-test-password"})
+        assert right.status_code == 200
+        assert "Too many failed sign-ins" in right.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+@override_settings(LOGIN_MAX_FAILURES_PER_USER=3)
+def test_admin_sign_in_under_the_limit_still_works(client: Client) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    User.objects.create_superuser("root", password="a-long-test-password")
+    client.post("/admin/login/", {"username": "root", "password": "nope"})
+
+    right = client.post("/admin/login/", {"username": "root", "password": "a-long-test-password"})
+
+    assert right.status_code == 302
+    assert client.get("/admin/").status_code == 200

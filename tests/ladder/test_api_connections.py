@@ -683,3 +683,155 @@ def test_refresh_with_the_broker_down_is_503_json(
 
     assert response.status_code == 503
     assert response.json() == {"detail": "The task broker is unavailable; nothing was queued."}
+
+
+# --- the ids `.` and `..` ----------------------------------------------------------------
+
+DOT_IDS = [
+    pytest.param(".", id="dot"),
+    pytest.param("..", id="dot-dot"),
+    pytest.param("%2E", id="dot-encoded"),
+    pytest.param("%2E%2E", id="dot-dot-encoded"),
+]
+CONNECTION_PATHS = [
+    pytest.param("put", "", {"provider": "claude", "auth_type": "oauth"}, id="put"),
+    pytest.param("get", "", None, id="get"),
+    pytest.param("delete", "", None, id="delete"),
+    pytest.param("get", "/status", None, id="status"),
+    pytest.param("post", "/refresh", None, id="refresh"),
+    pytest.param(
+        "post",
+        "/readings",
+        {"status": "SAFE", "remaining_percent": 50.0, "checked_at": "2026-11-29T12:00:00Z"},
+        id="readings",
+    ),
+    pytest.param("post", "/events", {"kind": "quota_exhausted"}, id="events"),
+]
+
+
+@pytest.mark.parametrize(("method", "suffix", "body"), CONNECTION_PATHS)
+@pytest.mark.parametrize("path_id", DOT_IDS)
+def test_the_ids_dot_and_dot_dot_are_refused_on_every_connection_path_without_a_lookup(
+    gateway: str,
+    path_id: str,
+    method: str,
+    suffix: str,
+    body: Any,
+    django_assert_max_num_queries: Any,
+) -> None:
+    # Only the token lookup and its last-used stamp touch the database.
+    with django_assert_max_num_queries(2):
+        response = api(method, f"/api/v1/connections/{path_id}{suffix}", gateway, body)
+
+    assert response.status_code == 422
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [
+        (["path", "connection_id"], "string_pattern_mismatch")
+    ]
+    assert connection_rows() == []
+    assert not QuotaReading.objects.exists()
+
+
+@pytest.mark.parametrize("connection_id", ["...", ".a", "..a", "a.", "a..b", "-", "@"])
+def test_ids_with_dots_that_are_not_dot_or_dot_dot_are_still_accepted(
+    gateway: str, connection_id: str
+) -> None:
+    response = api(
+        "put",
+        f"/api/v1/connections/{connection_id}",
+        gateway,
+        {"provider": "claude", "auth_type": "oauth"},
+    )
+
+    assert response.status_code == 200
+    assert response.json()["connection_id"] == connection_id
+    assert api("get", f"/api/v1/connections/{connection_id}", gateway).status_code == 200
+
+
+@pytest.mark.parametrize("bad", [".", ".."])
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(lambda bad: {"connection_id": bad}, id="pinned"),
+        pytest.param(lambda bad: {"allowed_connection_ids": ["claude-max-1", bad]}, id="allowlist"),
+    ],
+)
+def test_candidates_refuse_the_ids_dot_and_dot_dot(gateway: str, bad: str, target: Any) -> None:
+    from ladder.models import Candidate
+
+    body = {"provider": "claude", "model": "claude-sonnet-4-5", **target(bad)}
+
+    response = api("post", "/api/v1/candidates", gateway, body)
+
+    assert response.status_code == 422
+    assert {e["type"] for e in response.json()["detail"]} == {"string_pattern_mismatch"}
+    assert not Candidate.objects.exists()
+
+
+@pytest.mark.parametrize("bad", [".", ".."])
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(lambda bad: {"connection_id": bad}, id="pinned"),
+        pytest.param(lambda bad: {"allowed_connection_ids": ["claude-max-1", bad]}, id="allowlist"),
+    ],
+)
+def test_pool_posts_refuse_the_ids_dot_and_dot_dot(gateway: str, bad: str, target: Any) -> None:
+    candidate = {"id": 1, "provider": "claude", "model": "claude-sonnet-4-5", **target(bad)}
+
+    response = api("post", "/api/v1/pools/auto/thrifty", gateway, {"candidates": [candidate]})
+
+    assert response.status_code == 422
+    assert {e["type"] for e in response.json()["detail"]} == {"string_pattern_mismatch"}
+
+
+@pytest.mark.parametrize("bad", [".", ".."])
+def test_spend_refuses_the_ids_dot_and_dot_dot(gateway: str, bad: str) -> None:
+    from ladder.models import SpendEntry
+
+    body = {
+        "request_id": "req-1",
+        "connection_id": bad,
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "cost_usd": 0.25,
+    }
+
+    response = api("post", "/api/v1/spend", gateway, body)
+
+    assert response.status_code == 422
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [
+        (["body", "payload", "connection_id"], "string_pattern_mismatch")
+    ]
+    assert not SpendEntry.objects.exists()
+
+
+@pytest.mark.parametrize("bad", [".", "..", "a b", ""])
+def test_the_services_refuse_a_bad_connection_id_before_any_query(
+    bad: str, django_assert_num_queries: Any
+) -> None:
+    from django.core.exceptions import ValidationError
+
+    from ladder import services
+
+    with django_assert_num_queries(0):
+        with pytest.raises(ValidationError):
+            services.upsert_connection(bad, services.ConnectionInput("claude", "oauth"))
+        for lookup in (
+            lambda: services.get_connection(bad),
+            lambda: services.request_refresh(bad),
+            lambda: services.store_reading(bad, services.ReadingInput(remaining_percent=50.0)),
+            lambda: services.apply_event(bad, kind="rate_limited"),
+        ):
+            with pytest.raises(services.NotFound):
+                lookup()
+        assert services.delete_connection(bad) is False
+        with pytest.raises(ValidationError):
+            services.save_candidate(services.CandidateInput("claude", "m", connection_id=bad))
+        with pytest.raises(ValidationError):
+            services.save_candidate(
+                services.CandidateInput("claude", "m", allowed_connection_ids=("ok", bad))
+            )
+        with pytest.raises(ValidationError):
+            services.record_spend(
+                services.SpendInput("req-1", bad, "openai", "gpt-4o-mini", cost_usd=None)
+            )

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.models import AuditEntry
+from ladder import services as ladder_services
 from ladder.models import (
     ApiToken,
     Candidate,
@@ -286,6 +287,199 @@ def test_put_settings_refuses_an_invalid_value_and_changes_nothing(
     ]
     assert settings_row() == before
     assert not AuditEntry.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "loc", "error_type"),
+    [
+        pytest.param(
+            {"max_state_age_seconds": 86_401},
+            ["max_state_age_seconds"],
+            "less_than_equal",
+            id="age-above-a-day",
+        ),
+        pytest.param(
+            {"max_state_age_seconds": 40_000_000},
+            ["max_state_age_seconds"],
+            "less_than_equal",
+            id="age-40-million",
+        ),
+        pytest.param(
+            {"base_cooldown_seconds": 172_800},
+            ["base_cooldown_seconds"],
+            "less_than_equal",
+            id="base-two-days",
+        ),
+        pytest.param(
+            {"max_cooldown_seconds": 100_000},
+            ["max_cooldown_seconds"],
+            "less_than_equal",
+            id="cap-100000",
+        ),
+        pytest.param(
+            {"rung_budget_usd": {"cheap": 1_000_000.01, "premium": None}},
+            ["rung_budget_usd", "cheap"],
+            "less_than_equal",
+            id="budget-above-a-million",
+        ),
+        pytest.param(
+            {"rung_budget_usd": {"cheap": None, "premium": 5e7}},
+            ["rung_budget_usd", "premium"],
+            "less_than_equal",
+            id="premium-budget-50-million",
+        ),
+    ],
+)
+def test_put_settings_refuses_values_above_the_spec_bounds(
+    operator: str, change: dict[str, Any], loc: list[str], error_type: str
+) -> None:
+    before = settings_row()
+
+    response = api("put", "/api/v1/settings/ladder", operator, {**TUNED, **change})
+
+    assert response.status_code == 422
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [
+        (["body", "payload", *loc], error_type)
+    ]
+    assert settings_row() == before
+    assert not AuditEntry.objects.exists()
+
+
+def test_put_settings_refuses_a_reentry_floor_below_the_exit_cutoff_naming_both(
+    operator: str,
+) -> None:
+    before = settings_row()
+    counters = billing_services.change_counters()
+    body = {**TUNED, "exit_cutoff_percent": 10, "reentry_min_remaining_percent": 9.5}
+
+    response = api("put", "/api/v1/settings/ladder", operator, body)
+
+    assert response.status_code == 422
+    message = (
+        "The re-entry floor must not be below the exit cutoff "
+        "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+    )
+    assert response.json() == {
+        "detail": [
+            {
+                "loc": ["body", "payload", "reentry_min_remaining_percent"],
+                "msg": message,
+                "type": "value_error",
+            },
+            {
+                "loc": ["body", "payload", "exit_cutoff_percent"],
+                "msg": message,
+                "type": "value_error",
+            },
+        ]
+    }
+    assert settings_row() == before
+    assert billing_services.change_counters() == counters
+    assert not AuditEntry.objects.exists()
+
+
+def test_put_settings_accepts_the_spec_bounds_themselves(operator: str) -> None:
+    body = {
+        "exit_cutoff_percent": 7,
+        "reentry_min_remaining_percent": 7,
+        "rung_budget_usd": {"cheap": 1_000_000, "premium": 0},
+        "budget_window": "day",
+        "max_state_age_seconds": 86_400,
+        "base_cooldown_seconds": 86_400,
+        "max_cooldown_seconds": 86_400,
+        "cheap_max_input_usd_per_mtok": 0,
+    }
+
+    response = api("put", "/api/v1/settings/ladder", operator, body)
+
+    assert response.status_code == 200
+    assert settings_row() == (
+        7.0,
+        7.0,
+        Decimal("1000000.000000"),
+        Decimal("0.000000"),
+        "day",
+        86_400,
+        86_400.0,
+        86_400.0,
+        Decimal("0.000000"),
+    )
+
+
+OUT_OF_RANGE_ROW = {
+    # What the old dashboard form accepted, plus what an old row or a hand edit can hold.
+    "max_cooldown_seconds": 100_000.0,
+    "base_cooldown_seconds": 172_800.0,
+    "max_state_age_seconds": 40_000_000,
+    "cheap_budget_usd": Decimal("5000000"),
+    "premium_budget_usd": Decimal("-3"),
+    "exit_cutoff_percent": 4.0,
+    "reentry_min_remaining_percent": 1.0,
+}
+APPLIED = {
+    "exit_cutoff_percent": 4.0,
+    "reentry_min_remaining_percent": 4.0,
+    "rung_budget_usd": {"cheap": 1_000_000.0, "premium": 0.0},
+    "budget_window": "month",
+    "max_state_age_seconds": 86_400,
+    "base_cooldown_seconds": 86_400.0,
+    "max_cooldown_seconds": 86_400.0,
+    "cheap_max_input_usd_per_mtok": 1.0,
+}
+
+
+def test_a_stored_out_of_range_settings_row_answers_the_values_the_ladder_applies(
+    gateway: str, operator: str
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(**OUT_OF_RANGE_ROW)
+
+    response = api("get", "/api/v1/settings/ladder", gateway)
+
+    assert response.status_code == 200
+    assert response.json() == APPLIED
+    config = ladder_services.load_config()
+    assert (
+        config.max_state_age_seconds,
+        config.base_cooldown_seconds,
+        config.max_cooldown_seconds,
+        config.cheap_budget_usd,
+        config.premium_budget_usd,
+        config.reentry_floor,
+    ) == (86_400, 86_400.0, 86_400.0, Decimal("1000000"), Decimal("0"), 4.0)
+    assert api("get", "/api/v1/pools/auto/subscription", gateway).status_code == 200
+    # What GET answers is a legal PUT body: saving it back stores a legal row.
+    assert api("put", "/api/v1/settings/ladder", operator, response.json()).status_code == 200
+    assert api("get", "/api/v1/settings/ladder", gateway).json() == APPLIED
+
+
+def test_a_stored_out_of_range_settings_row_is_logged_once_per_process(
+    gateway: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(ladder_services, "_settings_warned", set())
+    LadderSettings.objects.filter(pk=1).update(max_state_age_seconds=40_000_000)
+
+    with caplog.at_level("WARNING", logger="ladder.services"):
+        for _ in range(3):
+            assert api("get", "/api/v1/settings/ladder", gateway).status_code == 200
+
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder.services"] == [
+        "stored ladder settings outside the rules, applied as the nearest legal value: "
+        "max_state_age_seconds"
+    ]
+
+
+def test_seed_demo_writes_the_settings_through_the_service_audited_and_counted() -> None:
+    config_before, _ = billing_services.change_counters()
+
+    call_command("seed_demo", stdout=StringIO())
+
+    audit = [
+        (a.actor, a.before["cheap_budget_usd"], a.after["cheap_budget_usd"])
+        for a in AuditEntry.objects.filter(target_type="settings")
+    ]
+    assert audit == [("seed_demo", None, "5")]
+    assert settings_row()[2:4] == (Decimal("5.000000"), Decimal("20.000000"))
+    assert billing_services.change_counters()[0] > config_before
 
 
 # --- models -------------------------------------------------------------------------------

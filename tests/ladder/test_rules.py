@@ -241,33 +241,43 @@ def test_budget_for_only_paid_rungs_have_budgets() -> None:
     [
         pytest.param(
             {"exit_cutoff_percent": 101.0},
-            "exit_cutoff_percent must be within 0..100, got 101.0",
+            "exit_cutoff_percent: Must be at most 100. Got 101.0.",
             id="cutoff-above-100",
         ),
         pytest.param(
             {"reentry_min_remaining_percent": -1.0},
-            "reentry_min_remaining_percent must be within 0..100, got -1.0",
+            "reentry_min_remaining_percent: Must be at least 0. Got -1.0.",
             id="reentry-negative",
         ),
         pytest.param(
             {"cheap_budget_usd": Decimal("-1")},
-            "cheap_budget_usd must be unset or >= 0, got Decimal('-1')",
+            "cheap_budget_usd: Must be at least 0. Got Decimal('-1').",
             id="negative-budget",
         ),
         pytest.param(
             {"max_state_age_seconds": 0},
-            "max_state_age_seconds must be >= 1, got 0",
+            "max_state_age_seconds: Must be at least 1. Got 0.",
             id="zero-max-age",
         ),
         pytest.param(
             {"base_cooldown_seconds": 0.0},
-            "base_cooldown_seconds must be a finite number > 0, got 0.0",
+            "base_cooldown_seconds: Must be greater than 0. Got 0.0.",
             id="zero-base",
         ),
         pytest.param(
             {"max_cooldown_seconds": float("inf")},
-            "max_cooldown_seconds must be a finite number > 0, got inf",
+            "max_cooldown_seconds: Must be a finite number. Got inf.",
             id="infinite-cap",
+        ),
+        pytest.param(
+            {"max_state_age_seconds": 86_401},
+            "max_state_age_seconds: Must be at most 86,400. Got 86401.",
+            id="max-age-above-a-day",
+        ),
+        pytest.param(
+            {"premium_budget_usd": Decimal("1000000.01")},
+            "premium_budget_usd: Must be at most 1,000,000. Got Decimal('1000000.01').",
+            id="budget-above-a-million",
         ),
         pytest.param({"budget_window": "year"}, "'year' is not a valid BudgetWindow", id="window"),
     ],

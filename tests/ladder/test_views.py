@@ -12,10 +12,23 @@ from django.test import Client
 from billing.models import AuditEntry
 from ladder import views
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
+from ladder.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.tokens import hash_secret
 from tests.e2e.pages import parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
-from tests.ladder.factories import NOW, make_connection, make_reading
+from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
+
+SETTINGS_DEFAULTS: dict[str, Any] = {
+    "exit_cutoff_percent": 0.0,
+    "reentry_min_remaining_percent": 100.0,
+    "cheap_budget_usd": None,
+    "premium_budget_usd": None,
+    "budget_window": "month",
+    "max_state_age_seconds": 180,
+    "base_cooldown_seconds": 5.0,
+    "max_cooldown_seconds": 120.0,
+    "cheap_max_input_usd_per_mtok": Decimal(1),
+}
 
 pytestmark = pytest.mark.django_db
 
@@ -452,6 +465,120 @@ def test_settings_errors_are_listed_by_field_and_nothing_changes(operator: Clien
         "Cooldown base (s): Must be greater than 0.",
     ]
     assert list(LadderSettings.objects.values()) == before
+
+
+def _summary(response: Any) -> list[str]:
+    return [li.text for li in parse(response.content).by_class("error-summary")[0].by_tag("li")]
+
+
+def test_settings_form_refuses_what_the_api_could_not_answer(operator: Client) -> None:
+    before = list(LadderSettings.objects.values())
+    # What the old form stored, after which GET /api/v1/settings/ladder answered 500.
+    bad = {
+        **VALID_SETTINGS,
+        "max_cooldown_seconds": "100000",
+        "base_cooldown_seconds": "172800",
+        "max_state_age_seconds": "40000000",
+        "cheap_budget_usd": "1000000.01",
+    }
+
+    response = operator.post("/settings/update/", bad, headers=htmx_headers("settings-form"))
+
+    assert response.status_code == 422
+    assert _summary(response) == [
+        "Cheap rung budget (USD): Ensure this value is less than or equal to 1000000.",
+        "Max reading age (s): Ensure this value is less than or equal to 86400.",
+        "Cooldown base (s): Ensure this value is less than or equal to 86400.",
+        "Cooldown cap (s): Ensure this value is less than or equal to 86400.",
+    ]
+    assert list(LadderSettings.objects.values()) == before
+    assert not AuditEntry.objects.exists()
+
+
+def test_settings_form_refuses_a_reentry_floor_below_the_exit_cutoff_naming_both(
+    operator: Client,
+) -> None:
+    before = list(LadderSettings.objects.values())
+    bad = {**VALID_SETTINGS, "exit_cutoff_percent": "10", "reentry_min_remaining_percent": "9"}
+
+    response = operator.post("/settings/update/", bad, headers=htmx_headers("settings-form"))
+
+    assert response.status_code == 422
+    rule = (
+        "The re-entry floor must not be below the exit cutoff "
+        "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+    )
+    assert _summary(response) == [f"Exit cutoff (%): {rule}", f"Re-entry floor (%): {rule}"]
+    assert list(LadderSettings.objects.values()) == before
+
+
+def test_settings_page_shows_a_stored_out_of_range_row_as_applied_with_a_warning(
+    operator: Client,
+) -> None:
+    LadderSettings.objects.filter(pk=1).update(
+        max_cooldown_seconds=100_000.0, max_state_age_seconds=40_000_000
+    )
+
+    page = parse(operator.get("/settings/").content)
+
+    warning = page.by_class("notice-warning")[0].text
+    assert "2 values outside the rules (max_state_age_seconds, max_cooldown_seconds)" in warning
+    values = {
+        e.attrs["name"]: e.attrs.get("value")
+        for e in page.find_all(lambda e: e.tag == "input" and "name" in e.attrs)
+    }
+    assert (values["max_state_age_seconds"], values["max_cooldown_seconds"]) == ("86400", "86400.0")
+
+
+def test_settings_page_of_a_legal_row_shows_no_out_of_range_warning(operator: Client) -> None:
+    page = parse(operator.get("/settings/").content)
+
+    assert page.by_class("notice-warning") == []
+
+
+def _edges() -> list[Any]:
+    """Each bound of each setting, at the edge and one step past it."""
+    cases = []
+    for name, bound in SETTINGS_BOUNDS.items():
+        step = 1 if bound.integer else 0.01
+        cases += [
+            pytest.param(name, bound.high, True, id=f"{name}-at-high"),
+            pytest.param(name, bound.high + step, False, id=f"{name}-above-high"),
+            pytest.param(name, bound.low, not bound.low_open, id=f"{name}-at-low"),
+            pytest.param(name, bound.low - step, False, id=f"{name}-below-low"),
+        ]
+    return cases
+
+
+@pytest.mark.parametrize(("name", "value", "legal"), _edges())
+def test_the_form_the_api_and_the_services_apply_one_definition_of_the_bounds(
+    client: Client, name: str, value: float, legal: bool
+) -> None:
+    # Exit 0 and re-entry 100: any percent edge keeps the floor at or above the cutoff.
+    base = {**VALID_SETTINGS, "exit_cutoff_percent": "0", "reentry_min_remaining_percent": "100"}
+    form = signed_in(client, "olga", "operator").post(
+        "/settings/update/", {**base, name: str(value)}, headers=htmx_headers("settings-form")
+    )
+    body: dict[str, Any] = {
+        "exit_cutoff_percent": 0,
+        "reentry_min_remaining_percent": 100,
+        "rung_budget_usd": {"cheap": None, "premium": 0},
+        "budget_window": "week",
+        "max_state_age_seconds": 240,
+        "base_cooldown_seconds": 2,
+        "max_cooldown_seconds": 60,
+        "cheap_max_input_usd_per_mtok": 0.5,
+    }
+    if name.endswith("_budget_usd"):
+        body["rung_budget_usd"][name.removesuffix("_budget_usd")] = value
+    else:
+        body[name] = value
+    token = make_token("ops", ApiToken.Scope.OPERATOR)
+    put = api("put", "/api/v1/settings/ladder", token, body)
+    values = {**SETTINGS_DEFAULTS, name: value}
+
+    assert (form.status_code, put.status_code) == ((200, 200) if legal else (422, 422))
+    assert (not settings_problems(values)) is legal
 
 
 def test_settings_band_marks_the_effective_floor_when_reentry_is_below_the_cutoff(

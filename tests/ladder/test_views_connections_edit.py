@@ -474,7 +474,7 @@ def test_add_with_an_existing_id_is_refused_and_nothing_changes(
     assert CANARY.encode() not in response.content
 
 
-ID_PATTERN = "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -"
+ID_PATTERN = "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -, and not . or .. alone."
 
 
 @pytest.mark.parametrize(
@@ -483,6 +483,8 @@ ID_PATTERN = "Use 1 to 128 of A-Z a-z 0-9 . _ : @ -"
         pytest.param("", ["This field is required."], id="empty"),
         pytest.param("has space", [ID_PATTERN], id="space"),
         pytest.param("a/b", [ID_PATTERN], id="slash"),
+        pytest.param(".", [ID_PATTERN], id="dot"),
+        pytest.param("..", [ID_PATTERN], id="dot-dot"),
         pytest.param(
             "x" * 129,
             [ID_PATTERN, "Ensure this value has at most 128 characters (it has 129)."],
@@ -713,3 +715,35 @@ def test_the_edit_panel_adds_no_query_to_the_connection_page(
     stored: Connection, operator: Client, url: str
 ) -> None:
     assert page_queries(operator, url) == PAGE_QUERIES[PAGE]
+
+
+@pytest.mark.parametrize("legacy_id", [".", ".."])
+@pytest.mark.parametrize(
+    ("method", "suffix", "data"),
+    [
+        pytest.param("get", "", None, id="page"),
+        pytest.param("post", "edit/", {**VALID, "label": "renamed"}, id="edit"),
+        pytest.param("post", "delete/", {}, id="delete"),
+        pytest.param("post", "refresh/", {}, id="refresh"),
+    ],
+)
+def test_dashboard_pages_of_the_ids_dot_and_dot_dot_are_404_without_a_lookup(
+    operator: Client, legacy_id: str, method: str, suffix: str, data: Any
+) -> None:
+    # A row an older release could store: a lookup would find it (a 200 page, an edit,
+    # a delete); the id is refused before any lookup instead.
+    Connection.objects.create(connection_id=legacy_id, provider="claude", auth_type="oauth")
+    before = _all_connections()
+
+    send = getattr(operator, method)
+    response = send(f"/connections/{legacy_id}/{suffix}", *([data] if data is not None else []))
+
+    assert response.status_code == 404
+    assert _all_connections() == before
+
+
+def test_a_legacy_row_named_dot_does_not_break_the_lists(operator: Client) -> None:
+    Connection.objects.create(connection_id=".", provider="claude", auth_type="oauth")
+
+    for page in ("/", "/connections/", "/pools/"):
+        assert operator.get(page).status_code == 200, page

@@ -14,7 +14,7 @@ from django.db import transaction
 from billing import services as billing_services
 from billing.models import BillingCatalogEntry
 from ladder import services
-from ladder.models import Candidate, LadderSettings
+from ladder.models import Candidate
 
 DEMO_ACTOR = "seed_demo"
 
@@ -139,16 +139,16 @@ class Command(BaseCommand):
                 )
             for connection_id, fields in CONNECTIONS:
                 services.upsert_connection(connection_id, services.ConnectionInput(**fields))
-            Candidate.objects.all().delete()
+            for candidate_id in list(Candidate.objects.values_list("pk", flat=True)):
+                services.delete_candidate(candidate_id)
             for provider, model, categories, priority, pinned, allowed in CANDIDATES:
                 services.save_candidate(
                     services.CandidateInput(provider, model, categories, priority, pinned, allowed)
                 )
-            row = LadderSettings.objects.get_or_create(pk=1)[0]
-            row.cheap_budget_usd = Decimal("5")
-            row.premium_budget_usd = Decimal("20")
-            row.updated_by = DEMO_ACTOR
-            row.save()
+            # Through the service like every settings write: validated, audited, counted.
+            tuning, _ = services.effective_settings_of(services.get_settings_row())
+            tuning.update(cheap_budget_usd=Decimal("5"), premium_budget_usd=Decimal("20"))
+            services.update_settings(tuning, actor=DEMO_ACTOR)
         self.stdout.write(
             f"Demo world ready: {len(CONNECTIONS)} connections, {len(CANDIDATES)} candidates. "
             "Simulated plans drain and reset every 8 to 15 minutes."

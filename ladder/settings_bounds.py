@@ -1,0 +1,137 @@
+"""The bounds of the ladder's settings, declared once (spec: api.md "Ladder settings").
+
+Every write path derives its checks from here: the services (validate_settings), the
+API's schema (ladder/schemas.py), the dashboard's form (ladder/forms.py) and the pure
+core's config (ladder.rules.LadderConfig). So no path can store a value another path
+cannot answer. A stored row outside them (written by an older release, or by hand) is
+read through `effective_settings`, which applies the nearest safe value, so reading the
+settings never fails. Pure: no ORM, no clock."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+# The settings' USD columns hold 14 digits, 6 after the point.
+MAX_USD_6DP: Final = 99_999_999.999999
+MAX_BUDGET_USD: Final = 1_000_000
+MAX_SECONDS: Final = 86_400
+
+
+def _number(value: float) -> str:
+    # 86400 -> "86,400", 99999999.999999 -> "99,999,999.999999", 2.0 -> "2"
+    return f"{value:,.6f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The legal range of one numeric setting: low (inclusive, or exclusive when
+    `low_open`) to high (inclusive); `nullable`: None (unset) is legal too."""
+
+    low: float
+    high: float
+    default: float | None
+    low_open: bool = False
+    nullable: bool = False
+    integer: bool = False
+
+    @property
+    def text(self) -> str:
+        """The range in words, for help texts."""
+        if self.low_open:
+            return f"greater than {_number(self.low)} and at most {_number(self.high)}"
+        return f"{_number(self.low)} to {_number(self.high)}"
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not legal (None: it is)."""
+        if value is None:
+            return None if self.nullable else "This field is required."
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            return "Must be a number."
+        if self.integer and not (isinstance(value, int) or value == int(value)):
+            return "Must be a whole number."
+        if isinstance(value, Decimal) and not value.is_finite():
+            return "Must be a finite number."
+        if isinstance(value, float) and not math.isfinite(value):
+            return "Must be a finite number."
+        if self.low_open and not value > self.low:
+            return f"Must be greater than {_number(self.low)}."
+        if not self.low_open and not value >= self.low:
+            return f"Must be at least {_number(self.low)}."
+        if not value <= self.high:
+            return f"Must be at most {_number(self.high)}."
+        return None
+
+    def nearest(self, value: Any) -> Any:
+        """The legal value nearest a stored one; a value that is no number at all (NaN)
+        takes the default. Only ever used to read a row stored outside the bounds."""
+        if self.problem(value) is None:
+            return value
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            return self.default
+        if isinstance(value, Decimal) and value.is_nan():
+            return self.default
+        if isinstance(value, float) and math.isnan(value):
+            return self.default
+        kind = type(value)
+        if value > self.high:
+            return kind(Decimal(str(self.high))) if kind is Decimal else kind(self.high)
+        if self.low_open:  # nothing is "just above" the low end: take the default
+            return kind(str(self.default)) if kind is Decimal else kind(self.default)
+        return kind(Decimal(str(self.low))) if kind is Decimal else kind(self.low)
+
+
+# An out-of-range stored budget reads as 0 (the rung disabled) or the cap, never as unset.
+BUDGET = Bound(0, MAX_BUDGET_USD, default=0, nullable=True)
+
+SETTINGS_BOUNDS: Final[Mapping[str, Bound]] = {
+    "exit_cutoff_percent": Bound(0, 100, default=2.0),
+    "reentry_min_remaining_percent": Bound(0, 100, default=5.0),
+    "cheap_budget_usd": BUDGET,
+    "premium_budget_usd": BUDGET,
+    "max_state_age_seconds": Bound(1, MAX_SECONDS, default=180, integer=True),
+    "base_cooldown_seconds": Bound(0, MAX_SECONDS, default=5.0, low_open=True),
+    "max_cooldown_seconds": Bound(0, MAX_SECONDS, default=120.0, low_open=True),
+    "cheap_max_input_usd_per_mtok": Bound(0, MAX_USD_6DP, default=1.0),
+}
+BUDGET_WINDOWS: Final = ("day", "week", "month")
+DEFAULT_BUDGET_WINDOW: Final = "month"
+REENTRY_BELOW_EXIT = (
+    "The re-entry floor must not be below the exit cutoff "
+    "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+)
+
+
+def settings_problems(values: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Every rule a full set of settings breaks, by field (empty: it is legal). The
+    re-entry floor below the exit cutoff names both fields."""
+    problems: dict[str, list[str]] = {}
+    for name, bound in SETTINGS_BOUNDS.items():
+        problem = bound.problem(values.get(name))
+        if problem is not None:
+            problems.setdefault(name, []).append(problem)
+    if values.get("budget_window") not in BUDGET_WINDOWS:
+        problems.setdefault("budget_window", []).append("Must be day, week or month.")
+    percents = ("reentry_min_remaining_percent", "exit_cutoff_percent")
+    if not problems.keys() & set(percents) and values[percents[0]] < values[percents[1]]:
+        for name in percents:
+            problems.setdefault(name, []).append(REENTRY_BELOW_EXIT)
+    return problems
+
+
+def effective_settings(stored: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The settings the ladder applies for a stored row, and the names of the fields
+    that were outside the rules (each then takes its nearest legal value, and a re-entry
+    floor below the exit cutoff is raised to it, as the core always did)."""
+    values = {name: bound.nearest(stored.get(name)) for name, bound in SETTINGS_BOUNDS.items()}
+    window = stored.get("budget_window")
+    values["budget_window"] = window if window in BUDGET_WINDOWS else DEFAULT_BUDGET_WINDOW
+    if values["reentry_min_remaining_percent"] < values["exit_cutoff_percent"]:
+        values["reentry_min_remaining_percent"] = values["exit_cutoff_percent"]
+    changed = tuple(
+        name for name in (*SETTINGS_BOUNDS, "budget_window") if values[name] != stored.get(name)
+    )
+    return values, changed
