@@ -157,6 +157,13 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 API_REQUEST_DEADLINE_SECONDS: float = _typed("API_REQUEST_DEADLINE_SECONDS", env.float, 0.9)
 if API_REQUEST_DEADLINE_SECONDS < 0:
     raise ImproperlyConfigured("API_REQUEST_DEADLINE_SECONDS must be 0 (off) or more.")
+# Each web process caches pool decisions and their rendered bodies (ladder.services,
+# ladder.api): at most this many bytes together (three quarters decisions, a quarter
+# bodies), least recently used out first; a single answer above an eighth of its share is
+# served but not kept. 0 caches nothing.
+DECISION_CACHE_MAX_BYTES: int = _typed("DECISION_CACHE_MAX_BYTES", env.int, 64 * 1024 * 1024)
+if DECISION_CACHE_MAX_BYTES < 0:
+    raise ImproperlyConfigured("DECISION_CACHE_MAX_BYTES must be 0 (no cache) or more.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
