@@ -7,6 +7,7 @@ value. A count bound alone let a few large entries take gigabytes."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
@@ -21,7 +22,9 @@ ENTRY_SHARE = 8
 
 class ByteBoundedLRU(Generic[K, V]):
     """At most `max_entries` entries whose accounted sizes add up to at most the
-    `max_bytes` each insert is given; reads are lock-free, writes take a lock."""
+    `max_bytes` each insert is given. Writes take a lock; reads do not (a hit is on the
+    hot path): OrderedDict's C operations are atomic under the GIL, and one racing an
+    eviction only fails to move an entry that is gone."""
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
@@ -34,9 +37,9 @@ class ByteBoundedLRU(Generic[K, V]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        with self._lock:
-            if key in self._entries:  # not evicted by another thread meanwhile
-                self._entries.move_to_end(key)
+        # An entry evicted (or being evicted) by another thread meanwhile is not moved.
+        with contextlib.suppress(KeyError, RuntimeError):
+            self._entries.move_to_end(key)
         return entry[0]
 
     def put(self, key: K, value: V, size: int, max_bytes: int) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 import tracemalloc
 from typing import Any
 
@@ -137,6 +138,26 @@ def test_a_zero_bound_keeps_nothing() -> None:
     assert cache.put("a", "A", size=0, max_bytes=0) is True
     assert cache.put("b", "B", size=1, max_bytes=0) is False
     assert cache.in_use_order() == ["a"]  # a zero-size entry costs nothing
+
+
+def test_concurrent_inserts_and_reads_keep_the_accounting_exact() -> None:
+    cache: ByteBoundedLRU[int, int] = ByteBoundedLRU(max_entries=64)
+
+    def work(offset: int) -> None:
+        for number in range(2000):
+            cache.put(offset + number % 97, number, size=1 + number % 13, max_bytes=400)
+            cache.get(offset + (number * 7) % 97)
+
+    threads = [threading.Thread(target=work, args=(n * 1000,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    kept = cache.in_use_order()
+    assert cache.accounted_bytes == sum(cache._entries[key][1] for key in kept)
+    assert cache.accounted_bytes <= 400
+    assert len(kept) <= 64
 
 
 # --- the decision cache and the rendered bodies -------------------------------------------
