@@ -288,8 +288,9 @@ DECISION_CACHE_SIZE = 512
 # O(1) from lengths at hand, with constants measured with tracemalloc and rounded up:
 # - per pool entry or exclusion: its tuple, id and rung, and an exclusion's detail text
 #   (measured 160 to 290 bytes);
-# - per byte of the request body the candidates came from: their strings (providers,
-#   models, connection ids), which the decision keeps; a short JSON string of 6 bytes
+# - per byte of the request body the candidates came from (registered ones: about what
+#   their body would be, `as_input_bytes`): their strings (providers, models,
+#   connection ids), which the decision keeps; a short JSON string of 6 bytes
 #   (`"abc",`) is a 52-byte str and an 8-byte pointer (measured up to 9.1 per byte);
 # - a fixed part: the entry, its key, the Decision and its tuples.
 DECISION_CACHE_SHARE = 3 / 4
@@ -318,7 +319,7 @@ _cache_lock = threading.Lock()
 # One entry each, replaced (never added to) when their counter moves: their size is what
 # the database holds, not what requests send.
 _snapshot: Snapshot | None = None
-_registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...]] | None = None
+_registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...], int] | None = None
 _decisions: ByteBoundedLRU[tuple[Any, ...], _CachedDecision] = ByteBoundedLRU(DECISION_CACHE_SIZE)
 # Decisions being computed, by cache key: the threads that ask for one meanwhile wait.
 _computing: dict[tuple[Any, ...], threading.Event] = {}
@@ -443,8 +444,8 @@ def decision_cache_max_bytes() -> int:
 
 def decision_bytes(decision: Decision, input_bytes: int) -> int:
     """What a cached decision is accounted as (O(1)): `input_bytes` is the length of the
-    request its candidates were parsed from (0 for registered candidates, which the
-    process holds once for every decision)."""
+    request its candidates were parsed from (for registered ones, `as_input_bytes`,
+    computed once per load)."""
     items = len(decision.candidates) + len(decision.excluded)
     return (
         DECISION_BASE_BYTES
@@ -547,17 +548,29 @@ def registered_candidates() -> list[CandidateIn]:
     return [candidate_in(candidate) for candidate in Candidate.objects.order_by("priority", "id")]
 
 
-def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[str, ...]]:
-    """Registered candidates and their categories, cached per `state` counter."""
+def as_input_bytes(candidates: Sequence[CandidateIn]) -> int:
+    """About the length of the JSON body these candidates would come in: what their
+    strings cost a cached decision (see DECISION_BYTES_PER_INPUT_BYTE)."""
+    total = 0
+    for c in candidates:
+        total += len(c.provider) + len(c.model) + len(c.connection_id or "") + 20
+        total += sum(len(x) + 3 for x in c.allowed_connection_ids or ())
+    return total
+
+
+def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[str, ...], int]:
+    """Registered candidates, their categories and `as_input_bytes`, cached per `state`
+    counter (each load is a new set of objects, which the decisions made from it keep)."""
     global _registered
     cached = _registered
     if cached is not None and cached[0] == state_version:
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]
     candidates = tuple(registered_candidates())
     known = tuple(sorted({category for c in candidates for category in c.categories}))
+    input_bytes = as_input_bytes(candidates)
     with _cache_lock:
-        _registered = (state_version, candidates, known)
-    return candidates, known
+        _registered = (state_version, candidates, known, input_bytes)
+    return candidates, known, input_bytes
 
 
 def registered_categories() -> tuple[str, ...]:
@@ -574,10 +587,17 @@ def decide_registered(
     change counters if the caller has just read them)."""
     now = now or timezone.now()
     counters = counters or billing_services.change_counters()
-    candidates, known = _registered_for(counters[1])
+    candidates, known, input_bytes = _registered_for(counters[1])
     if auto_id.category is not None and auto_id.category not in known:
         raise UnknownCategory(auto_id.category, known)
-    return decide_for(auto_id, candidates, now=now, cache_key="registered", counters=counters)
+    return decide_for(
+        auto_id,
+        candidates,
+        now=now,
+        cache_key="registered",
+        counters=counters,
+        input_bytes=input_bytes,
+    )
 
 
 def cached_decision(

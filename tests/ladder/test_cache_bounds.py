@@ -14,6 +14,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from billing import services as billing_services
+from billing.models import ChangeCounter
 from ladder import api as ladder_api
 from ladder import services
 from ladder.lru import ENTRY_SHARE, ByteBoundedLRU
@@ -240,3 +242,31 @@ def test_distinct_large_pool_posts_grow_the_process_by_less_than_the_cache_bound
     print(f"grew {grown} bytes")
     assert grown < MIB // 2, f"grew {grown} bytes"
     assert len(services._decisions) > 0  # the bound held because entries were evicted
+
+
+def test_a_registered_decision_is_accounted_at_least_what_it_keeps(gateway: str) -> None:
+    # Each load of the registered candidates (one per `state` counter) is a new set of
+    # objects, which the decisions made from it keep after the next load replaced it.
+    for number in range(100):
+        make_candidate(
+            model=f"model-{number}",
+            allowed_connection_ids=tuple(f"{number}-{'x' * 60}-{k}" for k in range(10)),
+        )
+    assert get(gateway, "auto/thrifty").status_code == 200  # snapshot, queries, metrics
+    billing_services.bump(ChangeCounter.STATE)  # the next request loads them again
+    accounted_before = services.cached_decisions_bytes()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert get(gateway, "auto/thrifty").status_code == 200
+        ladder_api._RENDERED.clear()
+        services._registered = None  # as after the next load: only the decision keeps it
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    accounted = services.cached_decisions_bytes() - accounted_before
+    assert len(services._decisions) == 2
+    assert accounted >= kept, (accounted, kept)
