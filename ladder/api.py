@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
+import weakref
 from decimal import Decimal
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -20,6 +20,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
 from ladder.crypto import CredentialKeyMissing
+from ladder.lru import ByteBoundedLRU
 from ladder.models import ApiToken, Candidate, Connection, QuotaReading, SpendEntry
 from ladder.rules import (
     ADVERTISED_AUTO_IDS,
@@ -426,24 +427,38 @@ def _counters(request: HttpRequest) -> tuple[int, int] | None:
 
 
 # Rendered bodies of recent decisions: a cached decision is served as the same bytes, so
-# a cache hit does no per-candidate work at all. Keyed by identity; the decision itself is
-# kept in the value so its id cannot be reused while the entry lives.
-_RENDERED: OrderedDict[int, tuple[Decision, bytes]] = OrderedDict()
-_RENDERED_SIZE = 256
-_rendered_lock = threading.Lock()
+# a cache hit does no per-candidate work at all. Keyed by identity, with a weak reference
+# to the decision (an id is reused once its object is gone, and the decision cache, not
+# this one, decides how long a decision lives). Bounded by count and by bytes: its share
+# of DECISION_CACHE_MAX_BYTES, each body accounted as its length plus the entry's own
+# objects (measured at about 350 bytes); a body above the entry size is not kept.
+_RENDERED: ByteBoundedLRU[int, tuple[weakref.ref[Decision], bytes]] = ByteBoundedLRU(256)
+RENDERED_ENTRY_BYTES = 400
+
+
+def rendered_cache_max_bytes() -> int:
+    """The byte bound of this process's rendered bodies."""
+    return int(settings.DECISION_CACHE_MAX_BYTES * (1 - services.DECISION_CACHE_SHARE))
+
+
+def rendered_bytes() -> int:
+    """The accounted size of this process's rendered bodies."""
+    return _RENDERED.accounted_bytes
 
 
 def rendered(decision: Decision) -> bytes:
     """The decision's JSON body (the same bytes for the same decision object)."""
     entry = _RENDERED.get(id(decision))
-    if entry is None or entry[0] is not decision:
-        body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
-        entry = (decision, body)
-        with _rendered_lock:
-            _RENDERED[id(decision)] = entry
-            while len(_RENDERED) > _RENDERED_SIZE:
-                _RENDERED.popitem(last=False)
-    return entry[1]
+    if entry is not None and entry[0]() is decision:
+        return entry[1]
+    body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
+    _RENDERED.put(
+        id(decision),
+        (weakref.ref(decision), body),
+        len(body) + RENDERED_ENTRY_BYTES,
+        rendered_cache_max_bytes(),
+    )
+    return body
 
 
 def decision_response(decision: Decision) -> HttpResponse:
@@ -555,6 +570,7 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
         now=timezone.now(),
         cache_key=body_key(request.META.get("CONTENT_TYPE", ""), request.body),
         counters=_counters(request),
+        input_bytes=len(request.body),
     )
     _observe(parsed, decision, started)
     return decision_response(decision)

@@ -774,7 +774,9 @@ def budget_cause(
 # --------------------------------------------------------------------------- decisions
 
 
-@dataclass(frozen=True, slots=True)
+# Weak-referenceable: ladder.api keeps rendered bodies by decision without keeping the
+# decision itself alive.
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Decision:
     """The pool of one auto id at `computed_at`: ordered entries, exclusions, next change."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
 from ladder import rules, settings_bounds
 from ladder.crypto import encrypt_credential
+from ladder.lru import ByteBoundedLRU
 from ladder.models import (
     CONNECTION_ID_MESSAGE,
     Candidate,
@@ -307,6 +307,21 @@ def candidate_in(candidate: Candidate) -> CandidateIn:
 # until the earliest instant an input changes on its own. One query (the counters) per
 # cached decision; a miss adds a constant handful, whatever the pool size.
 DECISION_CACHE_SIZE = 512
+# Cached decisions are bounded by bytes too (DECISION_CACHE_MAX_BYTES, of which they get
+# this share; the rendered bodies in ladder.api the rest): a pool POST may carry 5,000
+# candidates, and 80 such decisions once took 2 GB. A decision's size is estimated in
+# O(1) from lengths at hand, with constants measured with tracemalloc and rounded up:
+# - per pool entry or exclusion: its tuple, id and rung, and an exclusion's detail text
+#   (measured 160 to 290 bytes);
+# - per byte of the request body the candidates came from (registered ones: about what
+#   their body would be, `as_input_bytes`): their strings (providers, models,
+#   connection ids), which the decision keeps; a short JSON string of 6 bytes
+#   (`"abc",`) is a 52-byte str and an 8-byte pointer (measured up to 9.1 per byte);
+# - a fixed part: the entry, its key, the Decision and its tuples.
+DECISION_CACHE_SHARE = 3 / 4
+DECISION_BASE_BYTES = 4096
+DECISION_ITEM_BYTES = 400
+DECISION_BYTES_PER_INPUT_BYTE = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,9 +341,11 @@ class _CachedDecision:
 
 
 _cache_lock = threading.Lock()
+# One entry each, replaced (never added to) when their counter moves: their size is what
+# the database holds, not what requests send.
 _snapshot: Snapshot | None = None
-_registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...]] | None = None
-_decisions: OrderedDict[tuple[Any, ...], _CachedDecision] = OrderedDict()
+_registered: tuple[int, tuple[CandidateIn, ...], tuple[str, ...], int] | None = None
+_decisions: ByteBoundedLRU[tuple[Any, ...], _CachedDecision] = ByteBoundedLRU(DECISION_CACHE_SIZE)
 # Decisions being computed, by cache key: the threads that ask for one meanwhile wait.
 _computing: dict[tuple[Any, ...], threading.Event] = {}
 # How long such a thread waits before computing the decision itself.
@@ -445,6 +462,28 @@ def _referenced(candidates: Sequence[CandidateIn]) -> dict[str, str]:
     return referenced
 
 
+def decision_cache_max_bytes() -> int:
+    """The byte bound of this process's cached decisions."""
+    return int(settings.DECISION_CACHE_MAX_BYTES * DECISION_CACHE_SHARE)
+
+
+def decision_bytes(decision: Decision, input_bytes: int) -> int:
+    """What a cached decision is accounted as (O(1)): `input_bytes` is the length of the
+    request its candidates were parsed from (for registered ones, `as_input_bytes`,
+    computed once per load)."""
+    items = len(decision.candidates) + len(decision.excluded)
+    return (
+        DECISION_BASE_BYTES
+        + DECISION_ITEM_BYTES * items
+        + DECISION_BYTES_PER_INPUT_BYTE * input_bytes
+    )
+
+
+def cached_decisions_bytes() -> int:
+    """The accounted size of this process's cached decisions."""
+    return _decisions.accounted_bytes
+
+
 def _cached(key: tuple[Any, ...], now: datetime) -> Decision | None:
     """The cached decision under `key` if it still holds at `now`."""
     cached = _decisions.get(key)
@@ -464,10 +503,15 @@ def decide_for(
     now: datetime,
     cache_key: Any = None,
     counters: tuple[int, int] | None = None,
+    input_bytes: int = 0,
 ) -> Decision:
     """The decision for these candidates, from this process's cache when no write has
-    landed and no input has changed on its own since it was computed."""
+    landed and no input has changed on its own since it was computed (`input_bytes`:
+    the length of the request body they came from, for the cache's accounting)."""
     config_version, state_version = counters or billing_services.change_counters()
+    if cache_key is None:
+        # The key holds the candidates themselves: account for them as for a body.
+        input_bytes += DECISION_ITEM_BYTES * len(candidates)
     key = (
         auto_id,
         cache_key if cache_key is not None else tuple(candidates),
@@ -488,18 +532,23 @@ def decide_for(
         cached = _cached(key, now)
         if cached is not None:
             return cached
-        return _compute(auto_id, candidates, key, now)
+        return _compute(auto_id, candidates, key, now, input_bytes)
     try:
-        return _compute(auto_id, candidates, key, now)
+        return _compute(auto_id, candidates, key, now, input_bytes)
     finally:
         with _cache_lock:
             _computing.pop(key).set()
 
 
 def _compute(
-    auto_id: AutoId, candidates: Sequence[CandidateIn], key: tuple[Any, ...], now: datetime
+    auto_id: AutoId,
+    candidates: Sequence[CandidateIn],
+    key: tuple[Any, ...],
+    now: datetime,
+    input_bytes: int = 0,
 ) -> Decision:
-    """Load, decide and cache (`key` ends with the two change counters)."""
+    """Load, decide and cache (`key` ends with the two change counters); a decision
+    above the cache's entry size is answered, not kept."""
     config_version = key[-2]
     snapshot = current_snapshot(config_version)
     config = snapshot.config
@@ -510,11 +559,12 @@ def _compute(
     tiers = tiers_of(candidates, snapshot.prices, config)
     decision = rules.decide(auto_id, candidates, views, tiers, spend, config, now)
     valid_until = rules.inputs_valid_until(views.values(), spend, config, now)
-    with _cache_lock:
-        _decisions[key] = _CachedDecision(decision, valid_until)
-        _decisions.move_to_end(key)
-        while len(_decisions) > DECISION_CACHE_SIZE:
-            _decisions.popitem(last=False)
+    _decisions.put(
+        key,
+        _CachedDecision(decision, valid_until),
+        decision_bytes(decision, input_bytes),
+        decision_cache_max_bytes(),
+    )
     return decision
 
 
@@ -523,17 +573,29 @@ def registered_candidates() -> list[CandidateIn]:
     return [candidate_in(candidate) for candidate in Candidate.objects.order_by("priority", "id")]
 
 
-def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[str, ...]]:
-    """Registered candidates and their categories, cached per `state` counter."""
+def as_input_bytes(candidates: Sequence[CandidateIn]) -> int:
+    """About the length of the JSON body these candidates would come in: what their
+    strings cost a cached decision (see DECISION_BYTES_PER_INPUT_BYTE)."""
+    total = 0
+    for c in candidates:
+        total += len(c.provider) + len(c.model) + len(c.connection_id or "") + 20
+        total += sum(len(x) + 3 for x in c.allowed_connection_ids or ())
+    return total
+
+
+def _registered_for(state_version: int) -> tuple[tuple[CandidateIn, ...], tuple[str, ...], int]:
+    """Registered candidates, their categories and `as_input_bytes`, cached per `state`
+    counter (each load is a new set of objects, which the decisions made from it keep)."""
     global _registered
     cached = _registered
     if cached is not None and cached[0] == state_version:
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]
     candidates = tuple(registered_candidates())
     known = tuple(sorted({category for c in candidates for category in c.categories}))
+    input_bytes = as_input_bytes(candidates)
     with _cache_lock:
-        _registered = (state_version, candidates, known)
-    return candidates, known
+        _registered = (state_version, candidates, known, input_bytes)
+    return candidates, known, input_bytes
 
 
 def registered_categories() -> tuple[str, ...]:
@@ -550,10 +612,17 @@ def decide_registered(
     change counters if the caller has just read them)."""
     now = now or timezone.now()
     counters = counters or billing_services.change_counters()
-    candidates, known = _registered_for(counters[1])
+    candidates, known, input_bytes = _registered_for(counters[1])
     if auto_id.category is not None and auto_id.category not in known:
         raise UnknownCategory(auto_id.category, known)
-    return decide_for(auto_id, candidates, now=now, cache_key="registered", counters=counters)
+    return decide_for(
+        auto_id,
+        candidates,
+        now=now,
+        cache_key="registered",
+        counters=counters,
+        input_bytes=input_bytes,
+    )
 
 
 def cached_decision(

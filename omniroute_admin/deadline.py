@@ -15,6 +15,14 @@ when it wakes nor holds the server's own threads. Each pool thread keeps its own
 database connection (Django's are per thread) and opens and closes every request the
 way Django's request signals do, so CONN_MAX_AGE and CONN_HEALTH_CHECKS apply to it and
 a connection broken during an outage is replaced on the first request after it.
+
+Dashboard requests (every other path but static files and `/healthz`, which touch no
+database) get the same treatment on a pool of their own, `DASHBOARD_MAX_THREADS` threads
+with `DASHBOARD_REQUEST_DEADLINE_SECONDS`: past it, or with every one of those threads
+stuck, they answer a 503 error state (an htmx poll gets a line the page shows in its
+error box and keeps polling; a page, one that reloads itself). Open dashboard tabs
+polling a hung database then hold at most that many of the server's threads, never all
+of them, and API requests always find a thread to answer their own 503 on.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from django.utils.html import escape
 
 from omniroute_admin.middleware import is_api_path, too_large
 
@@ -79,7 +89,8 @@ class _Thread:
         self.go = threading.Lock()
         self.go.acquire()
         # A daemon: a thread stuck on a hung database must not hold up the process's exit.
-        threading.Thread(target=self._loop, name=f"api-deadline-{number}", daemon=True).start()
+        name = f"{pool.name}-deadline-{number}"
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     def _loop(self) -> None:
         while True:
@@ -100,8 +111,9 @@ class _Pool:
     handed to the thread that went idle last (its database connection is the warmest),
     with two lock operations rather than an executor's queue and future."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, name: str = "api") -> None:
         self.pid = os.getpid()
+        self.name = name
         self._size = size
         self._lock = threading.Lock()
         self._idle_threads: list[_Thread] = []
@@ -156,6 +168,21 @@ def _get_pool() -> _Pool:
         return _pool
 
 
+_dashboard_pool: _Pool | None = None
+
+
+def _get_dashboard_pool() -> _Pool:
+    """This process's pool of dashboard threads (DASHBOARD_MAX_THREADS)."""
+    global _dashboard_pool
+    pool = _dashboard_pool
+    if pool is not None and pool.pid == os.getpid():
+        return pool
+    with _pool_lock:
+        if _dashboard_pool is None or _dashboard_pool.pid != os.getpid():
+            _dashboard_pool = _Pool(int(settings.DASHBOARD_MAX_THREADS), "dashboard")
+        return _dashboard_pool
+
+
 def _in_transaction() -> bool:
     """Whether this thread holds an open transaction, which another thread could not see
     (only when the app is called inside one, as a test client in a test transaction is)."""
@@ -165,6 +192,23 @@ def _in_transaction() -> bool:
 def deadline_applies() -> bool:
     """Whether work runs on the pool: the deadline is on and no transaction is open here."""
     return float(settings.API_REQUEST_DEADLINE_SECONDS) > 0 and not _in_transaction()
+
+
+def is_dashboard_path(path: str) -> bool:
+    """Paths that run on the dashboard's pool: all but the API's (their own pool), the
+    static files (served before the session is read) and /healthz (which touches
+    nothing, asked without a session cookie as a balancer does)."""
+    static = "/" + settings.STATIC_URL.lstrip("/")
+    return not (is_api_path(path) or path.startswith(static) or path == "/healthz")
+
+
+def dashboard_deadline_applies(path: str) -> bool:
+    """Whether a request for `path` runs on the dashboard's pool under its deadline."""
+    return (
+        float(settings.DASHBOARD_REQUEST_DEADLINE_SECONDS) > 0
+        and is_dashboard_path(path)
+        and not _in_transaction()
+    )
 
 
 class DeadlinePassed(Exception):
@@ -196,6 +240,19 @@ def _on_pool(fn: Callable[..., T], *args: Any) -> T:
         raise DeadlinePassed("the database did not answer") from None
 
 
+def _on_dashboard_pool(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on the dashboard's pool within DASHBOARD_REQUEST_DEADLINE_SECONDS."""
+    deadline = float(settings.DASHBOARD_REQUEST_DEADLINE_SECONDS)
+    started = time.monotonic()
+    job = _get_dashboard_pool().submit(fn, *args)
+    if job is None:
+        raise DeadlinePassed("every dashboard thread is waiting on the database")
+    try:
+        return job.result(timeout=max(deadline - (time.monotonic() - started), 0.0))
+    except TimeoutError:
+        raise DeadlinePassed("the database did not answer") from None
+
+
 def _unavailable(detail: str) -> JsonResponse:
     response = JsonResponse({"detail": detail}, status=503)
     response["Retry-After"] = "1"
@@ -207,14 +264,78 @@ def _too_late(request: HttpRequest, why: str) -> JsonResponse:
     return _unavailable(DETAIL)
 
 
-def log_too_late(method: str, path: str, why: str) -> None:
+def log_too_late(method: str, path: str, why: str, deadline: float | None = None) -> None:
     logger.warning(
         "%s %s passed its %.2f s deadline (%s): answered 503",
         method,
         path,
-        float(settings.API_REQUEST_DEADLINE_SECONDS),
+        float(settings.API_REQUEST_DEADLINE_SECONDS) if deadline is None else deadline,
         why,
     )
+
+
+# The dashboard's error state. Built without the database (no session, no user, no
+# context processors): it is what a request gets when the database does not answer.
+NOT_ANSWERING = "The database is not answering."
+DOWN = "The database is unavailable."
+WRITE_CUT_OFF = (
+    "The database did not answer in time: your change may or may not have been saved. "
+    "Reload the page to check before you try again."
+)
+WRITE_FAILED = (
+    "The database is unavailable: your change was probably not saved. "
+    "Reload the page to check before you try again."
+)
+
+
+def page_unavailable(request: HttpRequest, *, answered: bool) -> HttpResponse:
+    """The 503 a dashboard request gets when the database did not answer in time
+    (`answered=False`) or answered with an error: for an htmx request a line for the
+    page's error box (the part it asked for stays, and its poll goes on), for a page a
+    small page that reloads itself (GET), for /readyz and /metrics their own formats."""
+    from ladder.views import POLL_SECONDS
+
+    if request.path == "/readyz":
+        problem = "DeadlinePassed" if not answered else "OperationalError"
+        response: HttpResponse = JsonResponse(
+            {"status": "unavailable", "down": {"database": problem}}, status=503
+        )
+    elif request.path == "/metrics":
+        response = HttpResponse(
+            "# metrics unavailable: DeadlinePassed\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    else:
+        is_read = request.method in ("GET", "HEAD")
+        if is_read:
+            message = f"{DOWN if answered else NOT_ANSWERING} "
+            message += f"Live parts of this page retry every {POLL_SECONDS} s."
+        else:
+            message = WRITE_FAILED if answered else WRITE_CUT_OFF
+        if request.headers.get("HX-Request") == "true":
+            response = HttpResponse(
+                f'<span class="request-error-text">{escape(message)}</span>',
+                status=503,
+                content_type="text/html; charset=utf-8",
+            )
+            # Into the page's error box (templates/base.html, static/dashboard.js), not
+            # over the part that asked: a polled part keeps its content and its poll.
+            response["HX-Retarget"] = "#request-error"
+            response["HX-Reswap"] = "innerHTML"
+        else:
+            context = {"message": message, "reload_seconds": POLL_SECONDS if is_read else None}
+            response = HttpResponse(
+                render_to_string("unavailable.html", context),
+                status=503,
+                content_type="text/html; charset=utf-8",
+            )
+        response["Vary"] = "HX-Request"
+    response["Retry-After"] = str(POLL_SECONDS)
+    response["Cache-Control"] = "no-store"
+    # The security middleware above this one adds the rest; clickjacking's comes later.
+    response["X-Frame-Options"] = "DENY"
+    return response
 
 
 class RequestDeadlineMiddleware:
@@ -227,7 +348,11 @@ class RequestDeadlineMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not is_api_path(request.path) or not deadline_applies():
+        if not is_api_path(request.path):
+            if dashboard_deadline_applies(request.path):
+                return self._dashboard(request)
+            return self.get_response(request)
+        if not deadline_applies():
             return self.get_response(request)
         try:
             # Read the body here: the server owns the socket, and reuses it for the next
@@ -240,13 +365,28 @@ class RequestDeadlineMiddleware:
         except DeadlinePassed as why:
             return _too_late(request, str(why))
 
+    def _dashboard(self, request: HttpRequest) -> HttpResponse:
+        """The rest of a dashboard request on the dashboard's pool, within its deadline."""
+        try:
+            _ = request.body  # as for the API: an abandoned thread never reads the socket
+        except RequestDataTooBig:
+            return too_large(request)
+        try:
+            return _on_dashboard_pool(self.get_response, request)
+        except DeadlinePassed as why:
+            deadline = float(settings.DASHBOARD_REQUEST_DEADLINE_SECONDS)
+            log_too_late(request.method or "", request.path, str(why), deadline)
+            return page_unavailable(request, answered=False)
+
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if is_api_path(request.path) and isinstance(exception, (OperationalError, InterfaceError)):
-            logger.warning(
-                "database unavailable during %s %s: %s",
-                request.method,
-                request.path,
-                type(exception).__name__,
-            )
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        logger.warning(
+            "database unavailable during %s %s: %s",
+            request.method,
+            request.path,
+            type(exception).__name__,
+        )
+        if is_api_path(request.path):
             return _unavailable(UNAVAILABLE_DETAIL)
-        return None
+        return page_unavailable(request, answered=True)

@@ -46,6 +46,9 @@ BEARER = "Bearer "
 # Request shapes whose headers are kept: a handful in practice (the hosts a load balancer
 # sends); the bound only stops a stream of made-up Host headers from growing it.
 MAX_SHAPES = 64
+# And a shape whose values (host, proxy headers) are longer than this is never learned,
+# so the 64 shapes stay a few kilobytes whatever headers a client sends.
+MAX_SHAPE_BYTES = 1024
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -145,6 +148,8 @@ class PoolFastLane:
         content_type = next((v for n, v in headers if n.lower() == "content-type"), "")
         # Only a plain JSON answer that is the same for every caller is replayed.
         if "set-cookie" in names or not content_type.startswith("application/json"):
+            return
+        if sum(len(value) for value in shape if isinstance(value, str)) > MAX_SHAPE_BYTES:
             return
         kept = tuple((n, v) for n, v in headers if n.lower() != "content-length")
         with self._lock:

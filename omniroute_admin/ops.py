@@ -4,9 +4,10 @@ OpenAI-style `/v1/models` alias that gateways expect at that well-known path."""
 from __future__ import annotations
 
 import logging
+import sys
 from datetime import datetime
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -110,11 +111,23 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """500: JSON under the API (never an HTML page to a gateway), Django's page elsewhere."""
+    """500: JSON under the API (never an HTML page to a gateway), Django's page elsewhere.
+    A database error (raised where the deadline middleware's process_exception does not
+    see it: in a middleware, such as the session lookup) is the 503 of an unavailable
+    database instead."""
     from django.views.defaults import server_error as django_server_error
 
+    from omniroute_admin.deadline import UNAVAILABLE_DETAIL, page_unavailable
     from omniroute_admin.middleware import is_api_path
 
+    # Django calls this handler while it handles the exception.
+    is_database_error = isinstance(sys.exc_info()[1], (OperationalError, InterfaceError))
     if is_api_path(request.path):
+        if is_database_error:
+            response = JsonResponse({"detail": UNAVAILABLE_DETAIL}, status=503)
+            response["Retry-After"] = "1"
+            return response
         return JsonResponse({"detail": "Internal error."}, status=500)
+    if is_database_error:
+        return page_unavailable(request, answered=True)
     return django_server_error(request)

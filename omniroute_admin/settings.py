@@ -82,9 +82,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "omniroute_admin.middleware.BodySizeLimitMiddleware",
-    "omniroute_admin.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "omniroute_admin.middleware.SecurityHeadersMiddleware",
+    # After the security headers, so its own 503s carry them; before anything that may
+    # touch the database (sessions, users), which it runs under its deadline.
+    "omniroute_admin.deadline.RequestDeadlineMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -157,6 +159,26 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 API_REQUEST_DEADLINE_SECONDS: float = _typed("API_REQUEST_DEADLINE_SECONDS", env.float, 0.9)
 if API_REQUEST_DEADLINE_SECONDS < 0:
     raise ImproperlyConfigured("API_REQUEST_DEADLINE_SECONDS must be 0 (off) or more.")
+# Dashboard requests (every path but the API's, static files and /healthz) run on their
+# own DASHBOARD_MAX_THREADS threads per process and answer a 503 error state past this
+# many seconds (0 disables both), so open tabs polling a hung database hold at most that
+# many of the server's threads. Keep DASHBOARD_MAX_THREADS below the server's threads per
+# process (the README runs gunicorn with 8): the rest are always free for the API.
+DASHBOARD_REQUEST_DEADLINE_SECONDS: float = _typed(
+    "DASHBOARD_REQUEST_DEADLINE_SECONDS", env.float, 10.0
+)
+if DASHBOARD_REQUEST_DEADLINE_SECONDS < 0:
+    raise ImproperlyConfigured("DASHBOARD_REQUEST_DEADLINE_SECONDS must be 0 (off) or more.")
+DASHBOARD_MAX_THREADS: int = _typed("DASHBOARD_MAX_THREADS", env.int, 4)
+if DASHBOARD_MAX_THREADS < 1:
+    raise ImproperlyConfigured("DASHBOARD_MAX_THREADS must be at least 1.")
+# Each web process caches pool decisions and their rendered bodies (ladder.services,
+# ladder.api): at most this many bytes together (three quarters decisions, a quarter
+# bodies), least recently used out first; a single answer above an eighth of its share is
+# served but not kept. 0 caches nothing.
+DECISION_CACHE_MAX_BYTES: int = _typed("DECISION_CACHE_MAX_BYTES", env.int, 64 * 1024 * 1024)
+if DECISION_CACHE_MAX_BYTES < 0:
+    raise ImproperlyConfigured("DECISION_CACHE_MAX_BYTES must be 0 (no cache) or more.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

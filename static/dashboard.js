@@ -168,9 +168,13 @@
   document.addEventListener("htmx:sendError", function () {
     showError("The server cannot be reached; live parts resume when it is back.");
   });
-  document.addEventListener("htmx:afterSwap", function () {
+  // A 503 from the server's request deadline (omniroute_admin/deadline.py) is retargeted
+  // at the error box itself: show it, and leave the part that asked as it was (its poll
+  // goes on, and its next successful swap hides the box again).
+  document.addEventListener("htmx:afterSwap", function (event) {
     var box = document.getElementById("request-error");
-    if (box) box.hidden = true;
+    if (!box) return;
+    box.hidden = event.detail.target !== box;
   });
 
   // Copy the text of the element a [data-copy] button names (the new token's secret).

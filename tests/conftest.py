@@ -17,8 +17,10 @@ def _credential_key(settings: pytest.FixtureRequest) -> None:
         "django.contrib.auth.hashers.MD5PasswordHasher"
     ]
     # In-process tests call the app on the test's own thread and database connection; the
-    # request deadline (a thread pool) is exercised by its own tests against a real server.
+    # request deadlines (thread pools) are exercised by their own tests against a real
+    # server.
     settings.API_REQUEST_DEADLINE_SECONDS = 0  # type: ignore[attr-defined]
+    settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = 0  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

@@ -273,6 +273,24 @@ def test_the_learned_request_shapes_are_bounded(
 
 
 @pytest.mark.usefixtures("plan")
+def test_a_request_shape_with_oversized_values_is_never_learned(
+    lane: PoolFastLane, django_app: CountingDjango, gateway: str, settings: Any
+) -> None:
+    # 64 shapes of 8 KB proxy headers each would be half a megabyte kept for good.
+    settings.ALLOWED_HOSTS = ["*"]
+    long_host = "h" * 200 + ".example"
+    oversized = {"HTTP_HOST": long_host, "HTTP_X_FORWARDED_PROTO": "x" * 2000}
+
+    answers = [call(lane, token=gateway, **oversized) for _ in range(3)]
+
+    assert [a.code for a in answers] == [200, 200, 200]
+    assert django_app.calls == 3  # every one answered by Django, none by the lane
+    assert lane._headers == {}
+    assert call(lane, token=gateway, HTTP_HOST=long_host).code == 200
+    assert len(lane._headers) == 1  # a long but plausible host is still learned
+
+
+@pytest.mark.usefixtures("plan")
 def test_a_database_error_in_the_lane_is_a_json_503(lane: PoolFastLane, gateway: str) -> None:
     call(lane, token=gateway)
 

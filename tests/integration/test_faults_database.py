@@ -5,6 +5,8 @@ page or a hang, and the first request after recovery must succeed."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +22,7 @@ from tests.integration.harness import (
     ApiServer,
     concurrent_calls,
     database_url_via,
+    happens_within,
     wait_until,
 )
 from tests.integration.tcp_proxy import TcpProxy
@@ -227,3 +230,167 @@ def test_a_write_cut_off_by_the_deadline_still_lands_when_the_database_answers(
         timeout=10,
     )
     assert landed == 1
+
+
+# --- The dashboard cannot starve the API (issue 12) --------------------------------------
+
+# The README's production server: gunicorn with 8 threads per process.
+SERVER_THREADS = 8
+# Open dashboard tabs, more than the server has threads: each polls a live part of a page
+# as soon as its previous poll is answered (htmx waits 5 s; these do not).
+TABS = SERVER_THREADS + 4
+DASHBOARD_DEADLINE_SECONDS = 2.0
+PASSWORD = "a-long-dashboard-password-1"
+# The partial URLs the dashboard's pages poll, with the element each one swaps.
+LIVE_PARTS = [
+    ("/", "ladder-status"),
+    ("/connections/", "connections-table"),
+    ("/pools/", "pool-table"),
+    ("/connections/claude-max-1/", "connection-status"),
+]
+
+
+@pytest.fixture
+def production_server(worker_env: dict[str, str], db_proxy: TcpProxy) -> Iterator[ApiServer]:
+    """The app as the README runs it (8 threads; every dashboard setting at its default
+    but the deadline, shortened so the test is quick), behind the database proxy."""
+    env = dict(
+        worker_env,
+        DATABASE_URL=database_url_via(db_proxy.port),
+        API_REQUEST_DEADLINE_SECONDS=str(DEADLINE_SECONDS),
+        DASHBOARD_REQUEST_DEADLINE_SECONDS=str(DASHBOARD_DEADLINE_SECONDS),
+    )
+    connections.close_all()
+    running = ApiServer(env, threads=SERVER_THREADS)
+    yield running
+    db_proxy.refuse()
+    running.stop()
+
+
+def _sign_in_over_http(base_url: str, username: str) -> str:
+    """Sign in through the server's own login form; the Cookie header of the session."""
+    import http.client
+    import re
+    from urllib.parse import urlencode, urlsplit
+
+    parts = urlsplit(base_url)
+
+    def send(method: str, path: str, body: str | None, cookie: str) -> tuple[int, list[str], str]:
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        headers = {"Cookie": cookie} if cookie else {}
+        if body is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            text = response.read().decode()
+            cookies = [c.split(";", 1)[0] for c in response.msg.get_all("Set-Cookie") or []]
+            return response.status, cookies, text
+        finally:
+            connection.close()
+
+    status, cookies, page = send("GET", "/accounts/login/", None, "")
+    assert status == 200, page[:300]
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert csrf is not None
+    form = urlencode(
+        {"username": username, "password": PASSWORD, "csrfmiddlewaretoken": csrf.group(1)}
+    )
+    status, signed_in, page = send("POST", "/accounts/login/", form, "; ".join(cookies))
+    assert status == 302, page[:300]
+    session = [c for c in signed_in if c.startswith("sessionid=")]
+    assert session, signed_in
+    return "; ".join([*cookies, *session])
+
+
+def _poll(base_url: str, cookie: str, path: str, target: str) -> Answer | None:
+    """One htmx poll of a live part; None when no answer came within 10 s."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    headers = {"Cookie": cookie, "HX-Request": "true", "HX-Target": target}
+    started = time.monotonic()
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+    except OSError:
+        return None
+    finally:
+        connection.close()
+    return Answer(
+        response.status,
+        {k.lower(): v for k, v in response.getheaders()},
+        body,
+        time.monotonic() - started,
+    )
+
+
+def test_pools_answer_a_json_503_within_a_second_while_dashboard_tabs_poll_a_hung_database(
+    production_server: ApiServer, db_proxy: TcpProxy, token: str
+) -> None:
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+    from django.contrib.auth.models import Group, User
+
+    # Hashed as the server checks it (the tests' own fast hasher is not in its list).
+    hasher = PBKDF2PasswordHasher()
+    password = hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
+    user = User.objects.create(username="olga", password=password)
+    user.groups.add(Group.objects.get_or_create(name="operator")[0])
+    # Signed in from two browsers, each with its tabs.
+    sessions = [_sign_in_over_http(production_server.url, "olga") for _ in range(2)]
+    _warm_up(production_server, token)
+    for index, (path, target) in enumerate(LIVE_PARTS):
+        healthy = _poll(production_server.url, sessions[index % 2], path, target)
+        assert healthy is not None
+        assert healthy.status == 200, healthy
+
+    # Given more open tabs than the server has threads, polling a hung database,
+    db_proxy.hang()
+    stop = threading.Event()
+    answers: list[Answer | None] = []
+
+    def tab(number: int) -> None:
+        path, target = LIVE_PARTS[number % len(LIVE_PARTS)]
+        while not stop.is_set():
+            answers.append(_poll(production_server.url, sessions[number % 2], path, target))
+            stop.wait(0.05)
+
+    tabs = [threading.Thread(target=tab, args=(n,), daemon=True) for n in range(TABS)]
+    for thread in tabs:
+        thread.start()
+    # (once the dashboard's threads are all stuck, the next polls are refused at once;
+    # before the fix no poll was ever answered, and the tabs held every server thread)
+    happens_within(lambda: any(a is not None and a.status == 503 for a in answers), 5)
+
+    # pools (through the fast lane and through Django) still get their JSON 503 in time,
+    pools: list[Answer | None] = []
+    for method, path, body in GATEWAY_REQUESTS[:2] * 3:
+        try:
+            pools.append(_call(production_server, token, method, path, body))
+        except OSError:  # the client's 10 s timeout
+            pools.append(None)
+            break
+    stop.set()
+    for thread in tabs:
+        thread.join(timeout=15)
+
+    assert all(a is not None for a in pools), f"a pool request got no answer in 10 s: {pools}"
+    for answer in pools:
+        assert answer is not None
+        _assert_json_503(answer, TOO_LATE)
+    # and every tab got the dashboard's error state: a line for the page's error box.
+    assert answers
+    assert all(a is not None for a in answers), "a tab got no answer in 10 s"
+    for answer in answers:
+        assert answer is not None
+        assert answer.status == 503, answer
+        assert answer.headers["hx-retarget"] == "#request-error"
+        assert b"The database is not answering." in answer.body
+        assert answer.seconds < DASHBOARD_DEADLINE_SECONDS + BOUND_SECONDS, answer
+    print(
+        f"hung database, {TABS} tabs on {SERVER_THREADS} threads: {len(answers)} polls "
+        f"answered 503; pools in {max(a.seconds for a in pools):.3f} s or less"
+    )
