@@ -4,11 +4,14 @@ OpenAI-style `/v1/models` alias that gateways expect at that well-known path."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ladder.api import models_list
 from ladder.metrics import REGISTRY
@@ -43,14 +46,32 @@ def _broker_problem() -> str | None:
     return None
 
 
+def _problems() -> dict[str, str | None]:
+    return {"database": _database_problem(), "broker": _broker_problem()}
+
+
+class ReadinessCollector(Collector):
+    """What /readyz checks, as a gauge per dependency (never raises)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily(
+            "omniroute_dependency_up",
+            "1 when the dependency answers as /readyz checks it, else 0 (database, broker). "
+            "A database outage fails the whole scrape with a 503, so alert on `up` as well.",
+            labels=["dependency"],
+        )
+        for name, problem in _problems().items():
+            up.add_metric([name], 0.0 if problem else 1.0)
+        yield up
+
+
+REGISTRY.register(ReadinessCollector())
+
+
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 when the database and the broker answer; 503 naming what is down."""
-    problems = {
-        name: problem
-        for name, problem in (("database", _database_problem()), ("broker", _broker_problem()))
-        if problem is not None
-    }
+    problems = {name: problem for name, problem in _problems().items() if problem is not None}
     if problems:
         return JsonResponse({"status": "unavailable", "down": problems}, status=503)
     return JsonResponse({"status": "ok"})
