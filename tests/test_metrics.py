@@ -20,7 +20,14 @@ from ladder.metrics import DatabaseCollector
 from ladder.rules import Rung
 from omniroute_admin import ops
 from tests.e2e.worlds import grow_world
-from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading, make_token
+from tests.ladder.factories import (
+    NOW,
+    api,
+    make_candidate,
+    make_connection,
+    make_reading,
+    make_token,
+)
 from tests.test_ops import FakeBroker
 
 pytestmark = pytest.mark.django_db
@@ -267,6 +274,21 @@ def test_usable_connections_are_what_the_served_decisions_contain() -> None:
         assert sum(served.values()) == sum(reported.values())
 
 
+def test_usable_connections_match_the_served_decisions_on_500_bulk_connections() -> None:
+    grow_world(500, NOW)
+    services.update_settings(settings_values(cheap_budget_usd=Decimal(0)), actor="test")
+
+    usable = series(collect(NOW), "omniroute_rung_usable_connections")
+
+    for auto_id in rules.ADVERTISED_AUTO_IDS:
+        served = rules.usable_connections(services.decide_registered(auto_id, now=NOW))
+        for rung, count in served.items():
+            key = (("auto_id", auto_id.auto_id), ("rung", rung.label))
+            assert usable.get(key, 0.0) == float(count)
+    # The bulk world leaves something usable on several rungs, so the match means something.
+    assert sum(1 for value in usable.values() if value > 0) >= 3
+
+
 @pytest.mark.usefixtures("world")
 def test_a_budget_exhausted_rung_has_no_usable_connection() -> None:
     services.update_settings(
@@ -331,7 +353,7 @@ def test_an_empty_world_reports_no_connection_and_zero_usable() -> None:
 
 @pytest.mark.usefixtures("world")
 def test_usable_connections_name_only_the_flat_auto_ids_whatever_the_categories() -> None:
-    # A candidate lists "coding", so auto/subscription:coding and auto/thrifty:coding are
+    # A candidate lists "coding", so auto/coding:subscription and auto/coding:thrifty are
     # published; their pools are subsets of the flat ones and add no series.
     samples = collect()
 
@@ -345,14 +367,32 @@ def test_usable_connections_name_only_the_flat_auto_ids_whatever_the_categories(
 def test_request_supplied_strings_never_become_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
     gateway = make_token()
-    for auto_id in ("auto/thrifty:invented-category", "auto/subscription:<script>"):
-        Client().get(f"/api/v1/pools/{auto_id}", HTTP_AUTHORIZATION=f"Bearer {gateway}")
+    # A gateway-supplied pool names a category and a connection nobody registered.
+    posted = api(
+        "post",
+        "/api/v1/pools/auto/invented-category:thrifty",
+        gateway,
+        {
+            "candidates": [
+                {
+                    "provider": "openai",
+                    "model": "gpt-5",
+                    "categories": ["invented-category"],
+                    "connection_id": "request-conn-xyz",
+                }
+            ]
+        },
+    )
+    assert posted.status_code == 200
+    assert api("get", "/api/v1/pools/auto/<script>:subscription", gateway).status_code == 404
 
     body = Client().get("/metrics").content.decode()
 
     assert "invented-category" not in body
+    assert "request-conn-xyz" not in body
     assert "<script>" not in body
     assert "ghost" not in body  # a candidate's unregistered id is no connection series
+    assert 'auto_id="auto/<other>:thrifty",outcome="served"' in body
 
 
 # --- readiness --------------------------------------------------------------------------
