@@ -1,18 +1,26 @@
 """Prometheus metrics. Counters and the latency histogram live in this process; gauges
-(reading age, spend against budget) are computed from the database at scrape time, so
-every web process reports the same values for them."""
+(per connection, per rung, the tuning) are computed from the database at scrape time in a
+constant number of queries, so every web process reports the same values for them.
+Labels are bounded: connection ids, providers and auth types are operator data, rungs and
+billing classes are enums, and no label ever holds a request-supplied string.
+docs/ops/README.md documents every metric."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ladder.rules import AutoId
+from ladder import rules
+from ladder.rules import AutoId, Grouping, HysteresisState, Rung
+
+if TYPE_CHECKING:
+    from ladder.services import OperationsState
 
 # `*_created` series only add noise to a scrape.
 disable_created_metrics()
@@ -50,45 +58,153 @@ def auto_id_label(auto_id: AutoId) -> str:
 
 
 class DatabaseCollector(Collector):
-    """Reading age per connection, spend against budget per paid rung and the beat's
-    heartbeat."""
+    """The gauges computed from the database at scrape time: per connection, per rung,
+    the tuning they are judged against and the beat's heartbeat."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self._now = now
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from ladder import services
-        from ladder.models import Connection
 
-        now = self._now or timezone.now()
-        age = GaugeMetricFamily(
-            "omniroute_reading_age_seconds",
-            "Age of each connection's current quota reading (absent: never read).",
-            labels=["connection_id"],
+        state = services.operations_state(now=self._now or timezone.now())
+        yield from connection_families(state)
+        yield from rung_families(state)
+        yield from tuning_families(state)
+        yield from _beat_metrics(state.now)
+
+
+def _flag(value: bool) -> float:
+    return 1.0 if value else 0.0
+
+
+def connection_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
+    """Per registered connection (label `connection_id`, the operator's own id)."""
+    now = state.now
+    label = ["connection_id"]
+    info = GaugeMetricFamily(
+        "omniroute_connection_info",
+        "Always 1: a registered connection with its provider, auth type, billing class "
+        "from the catalog (subscription, keyless, metered, unknown = uncurated) and quota "
+        "source (none: only pushed readings); join on connection_id to filter the others.",
+        labels=["connection_id", "provider", "auth_type", "billing", "quota_source"],
+    )
+    remaining = GaugeMetricFamily(
+        "omniroute_connection_remaining_percent",
+        "Quota left in the connection's current reading, 0 to 100, fresh or not (absent: "
+        "never read, or the reading does not say).",
+        labels=label,
+    )
+    in_play = GaugeMetricFamily(
+        "omniroute_connection_in_play",
+        "Hysteresis state: 1 in play, 0 dropped out (at or below the exit cutoff, or "
+        "reported EXHAUSTED, and not yet refilled past the re-entry floor).",
+        labels=label,
+    )
+    current = GaugeMetricFamily(
+        "omniroute_connection_reading_current",
+        "1 when the connection has a current reading that is not stale (not older than "
+        "the maximum state age, its reset not passed); 0 when stale or never read.",
+        labels=label,
+    )
+    cooling = GaugeMetricFamily(
+        "omniroute_connection_cooling_down",
+        "1 while the connection cools down after a gateway-reported failure, else 0.",
+        labels=label,
+    )
+    cooldown_left = GaugeMetricFamily(
+        "omniroute_connection_cooldown_remaining_seconds",
+        "Seconds until the connection's cooldown ends (0 when not cooling down).",
+        labels=label,
+    )
+    age = GaugeMetricFamily(
+        "omniroute_reading_age_seconds",
+        "Age of each connection's current quota reading (absent: never read).",
+        labels=label,
+    )
+    for connection in state.connections:
+        view = connection.view
+        ids = [view.connection_id]
+        info.add_metric(
+            [
+                view.connection_id,
+                view.provider,
+                view.auth_type or "",
+                view.billing.billing.value,
+                connection.quota_source,
+            ],
+            1.0,
         )
-        for connection_id, checked_at in Connection.objects.filter(
-            current_reading__isnull=False
-        ).values_list("connection_id", "current_reading__checked_at"):
-            age.add_metric([connection_id], (now - checked_at).total_seconds())
-        yield age
-        summary = services.spend_summary(now=now)
-        spent = GaugeMetricFamily(
-            "omniroute_rung_spend_usd",
-            "Spend recorded for each paid rung in the current budget window.",
-            labels=["rung"],
+        in_play.add_metric(ids, _flag(view.hysteresis.state is HysteresisState.IN_PLAY))
+        reading = view.reading
+        current.add_metric(
+            ids, _flag(reading is not None and rules.is_reading_current(reading, state.config, now))
         )
-        budget = GaugeMetricFamily(
-            "omniroute_rung_budget_usd",
-            "Budget of each paid rung (absent: no budget, never gated).",
-            labels=["rung"],
-        )
-        for name, rung in summary.rungs.items():
-            spent.add_metric([name], float(rung.spent_usd))
-            if rung.budget_usd is not None:
-                budget.add_metric([name], float(rung.budget_usd))
-        yield spent
-        yield budget
-        yield from _beat_metrics(now)
+        if reading is not None:
+            age.add_metric(ids, (now - reading.checked_at).total_seconds())
+            if reading.remaining_percent is not None:
+                remaining.add_metric(ids, float(reading.remaining_percent))
+        until = view.cooldown_until
+        left = (until - now).total_seconds() if until is not None and until > now else 0.0
+        cooling.add_metric(ids, _flag(left > 0))
+        cooldown_left.add_metric(ids, left)
+    yield from (info, remaining, in_play, current, cooling, cooldown_left, age)
+
+
+def rung_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
+    """Per rung (label `rung`): usable connections, spend and budget in the window."""
+    usable = GaugeMetricFamily(
+        "omniroute_rung_usable_connections",
+        "Distinct connections serving at least one entry on the rung in the decision of "
+        "the flat auto id (auto/subscription only ever fills the subscription rung).",
+        labels=["auto_id", "rung"],
+    )
+    for decision in state.decisions:
+        counts = rules.usable_connections(decision)
+        auto_id = decision.auto_id
+        rungs = (Rung.SUBSCRIPTION,) if auto_id.grouping is Grouping.SUBSCRIPTION else tuple(Rung)
+        for rung in rungs:
+            usable.add_metric([auto_id.auto_id, rung.label], float(counts[rung]))
+    yield usable
+    spent = GaugeMetricFamily(
+        "omniroute_rung_spend_usd",
+        "Spend recorded for each paid rung in the current budget window.",
+        labels=["rung"],
+    )
+    budget = GaugeMetricFamily(
+        "omniroute_rung_budget_usd",
+        "Budget of each paid rung (absent: no budget, never gated; 0: the rung is disabled).",
+        labels=["rung"],
+    )
+    used = GaugeMetricFamily(
+        "omniroute_rung_budget_used_percent",
+        "Spend in the current window as a percent of the paid rung's budget; 100 or more: "
+        "the rung is gated until the window ends (absent: no budget, or a budget of 0).",
+        labels=["rung"],
+    )
+    for name, rung_budget in state.spend.rungs.items():
+        spent.add_metric([name], float(rung_budget.spent_usd))
+        if rung_budget.budget_usd is not None:
+            budget.add_metric([name], float(rung_budget.budget_usd))
+            if rung_budget.budget_usd > 0:
+                used.add_metric([name], float(rung_budget.spent_usd * 100 / rung_budget.budget_usd))
+    yield from (spent, budget, used)
+
+
+def tuning_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
+    """The settings the per-connection gauges are judged against (no labels)."""
+    config = state.config
+    yield GaugeMetricFamily(
+        "omniroute_exit_cutoff_percent",
+        "Exit cutoff: a connection at or below this remaining percent drops out.",
+        value=config.exit_cutoff_percent,
+    )
+    yield GaugeMetricFamily(
+        "omniroute_max_reading_age_seconds",
+        "Maximum state age: a reading older than this is stale (unless EXHAUSTED until a "
+        "future reset).",
+        value=float(config.max_state_age_seconds),
+    )
 
 
 def _beat_metrics(now: datetime) -> Iterator[GaugeMetricFamily]:

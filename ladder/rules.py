@@ -982,6 +982,19 @@ def decide(
     )
 
 
+def usable_connections(decision: Decision) -> dict[Rung, int]:
+    """How many distinct connections serve at least one entry of the decision on each
+    rung (every rung present, 0 when none)."""
+    usable: list[set[str]] = [set() for _ in Rung]
+    for entry in decision.candidates:
+        ids = usable[entry.rung]
+        if entry.connection_id is not None:
+            ids.add(entry.connection_id)
+        else:
+            ids.update(entry.allowed_connection_ids or ())
+    return {rung: len(usable[rung]) for rung in Rung}
+
+
 # --------------------------------------------------------------------------- prose
 
 

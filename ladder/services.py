@@ -397,9 +397,18 @@ _VIEW_FIELDS = (
 def load_views(referenced: dict[str, str], catalog: Catalog) -> dict[str, ConnectionView]:
     """Views of the referenced connections (one query, plain tuples, no model objects);
     ids never registered become uncurated views."""
+    rows = Connection.objects.filter(connection_id__in=list(referenced)).values_list(*_VIEW_FIELDS)
+    views = views_of_rows(rows, catalog)
+    for connection_id, provider in referenced.items():
+        if connection_id not in views:
+            views[connection_id] = unregistered_view(connection_id, provider)
+    return views
+
+
+def views_of_rows(rows: Iterable[Sequence[Any]], catalog: Catalog) -> dict[str, ConnectionView]:
+    """Views of connection rows holding `_VIEW_FIELDS` in order, by connection id."""
     views: dict[str, ConnectionView] = {}
     verdicts: dict[tuple[str, str], Any] = {}
-    rows = Connection.objects.filter(connection_id__in=list(referenced)).values_list(*_VIEW_FIELDS)
     for (
         connection_id,
         provider,
@@ -429,9 +438,6 @@ def load_views(referenced: dict[str, str], catalog: Catalog) -> dict[str, Connec
             else None,
             hysteresis=Hysteresis(HysteresisState(state), since, reason),
         )
-    for connection_id, provider in referenced.items():
-        if connection_id not in views:
-            views[connection_id] = unregistered_view(connection_id, provider)
     return views
 
 
@@ -1220,8 +1226,14 @@ def spend_summary(*, now: datetime | None = None) -> SpendSummary:
     """Spend of each paid rung against its budget in the current window."""
     now = now or timezone.now()
     config = load_config()
+    return summarise_spend(config, spend_in_window(config, now), now)
+
+
+def summarise_spend(
+    config: LadderConfig, spend: dict[Rung, RungSpend], now: datetime
+) -> SpendSummary:
+    """The spend summary of already-loaded window spend (no query)."""
     start, end = rules.budget_window_bounds(config.budget_window, now)
-    spend = spend_in_window(config, now)
     rungs = {}
     for rung in PAID_RUNGS:
         budget = config.budget_for(rung)
@@ -1353,3 +1365,56 @@ def reading_history(connection: Connection, *, since: datetime) -> list[QuotaRea
 def transition_history(connection: Connection, *, since: datetime) -> list[HysteresisTransition]:
     """The connection's hysteresis transitions since `since`, newest first (one query)."""
     return list(HysteresisTransition.objects.filter(connection=connection, at__gte=since))
+
+
+# --- operations (metrics) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionState:
+    """One registered connection as the operations metrics report it."""
+
+    view: ConnectionView
+    quota_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class OperationsState:
+    """What /metrics reports from the database, all as of one `now`."""
+
+    now: datetime
+    config: LadderConfig
+    connections: tuple[ConnectionState, ...]
+    spend: SpendSummary
+    # The decisions of the flat auto ids over the registered candidates: every composite
+    # is a category subset of one of them, so they see every usable connection.
+    decisions: tuple[Decision, ...]
+
+
+def operations_state(*, now: datetime) -> OperationsState:
+    """Connections, window spend and the flat auto ids' decisions at `now`, in six queries
+    whatever the number of connections and candidates."""
+    config = load_config()
+    catalog = billing_services.load_catalog()
+    prices = billing_services.load_price_book()
+    spend = spend_in_window(config, now)
+    rows = list(Connection.objects.values_list(*_VIEW_FIELDS, "quota_source"))
+    fields = len(_VIEW_FIELDS)
+    views = views_of_rows((row[:fields] for row in rows), catalog)
+    candidates = registered_candidates()
+    tiers = tiers_of(candidates, prices, config)
+    # The registered views stand for every referenced id; `rules.decide` treats an id
+    # never registered as uncurated, exactly as `load_views` does.
+    decisions = tuple(
+        rules.decide(auto_id, candidates, views, tiers, spend, config, now)
+        for auto_id in rules.ADVERTISED_AUTO_IDS
+    )
+    return OperationsState(
+        now=now,
+        config=config,
+        connections=tuple(
+            ConnectionState(view=views[row[0]], quota_source=row[-1] or "none") for row in rows
+        ),
+        spend=summarise_spend(config, spend, now),
+        decisions=decisions,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 
 from django.db import InterfaceError, OperationalError, connection
@@ -12,6 +13,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ladder import beat
 from ladder.api import models_list
@@ -57,6 +60,28 @@ def _beat_problem() -> str | None:
         return beat.current_health(current_time()).problem
     except Exception as error:  # the database went away between the two checks
         return type(error).__name__
+
+
+def _problems() -> dict[str, str | None]:
+    return {"database": _database_problem(), "broker": _broker_problem()}
+
+
+class ReadinessCollector(Collector):
+    """What /readyz checks, as a gauge per dependency (never raises)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily(
+            "omniroute_dependency_up",
+            "1 when the dependency answers as /readyz checks it, else 0 (database, broker). "
+            "A database outage fails the whole scrape with a 503, so alert on `up` as well.",
+            labels=["dependency"],
+        )
+        for name, problem in _problems().items():
+            up.add_metric([name], 0.0 if problem else 1.0)
+        yield up
+
+
+REGISTRY.register(ReadinessCollector())
 
 
 @require_GET
