@@ -41,7 +41,7 @@ from django.core.management import call_command  # noqa: E402
 
 from billing.classify import Billing, BillingVerdict, Overage  # noqa: E402
 from billing.tiers import Tier  # noqa: E402
-from ladder import rules, services  # noqa: E402
+from ladder import core, services  # noqa: E402
 from ladder.models import Candidate, Connection, QuotaReading  # noqa: E402
 from ladder.tokens import create_token  # noqa: E402
 
@@ -163,30 +163,30 @@ def microbench(size: int) -> float:
     views = {}
     candidates = []
     for index in range(size):
-        views[f"plan-{index}"] = rules.ConnectionView(
+        views[f"plan-{index}"] = core.ConnectionView(
             f"plan-{index}",
             "claude",
             "oauth",
             plan,
             True,
             None,
-            rules.Reading(rules.QuotaStatus.SAFE, 50.0, now + timedelta(hours=1), now),
-            rules.NEVER_READ,
+            core.Reading(core.QuotaStatus.SAFE, 50.0, now + timedelta(hours=1), now),
+            core.NEVER_READ,
         )
-        views[f"key-{index}"] = rules.ConnectionView(
-            f"key-{index}", "openai", "apikey", metered, True, None, None, rules.NEVER_READ
+        views[f"key-{index}"] = core.ConnectionView(
+            f"key-{index}", "openai", "apikey", metered, True, None, None, core.NEVER_READ
         )
         candidates.append(
-            rules.CandidateIn(
+            core.CandidateIn(
                 index, "claude", f"m-{index}", ("coding",), None, (f"plan-{index}", f"key-{index}")
             )
         )
     tiers = {("claude", f"m-{index}"): Tier.CHEAP for index in range(size)}
-    config = rules.LadderConfig()
+    config = core.LadderConfig()
     timings = []
     for _ in range(max(5, 2000 // size)):
         started = time.perf_counter()
-        rules.decide(rules.THRIFTY_AUTO_ID, candidates, views, tiers, {}, config, now)
+        core.decide(core.THRIFTY_AUTO_ID, candidates, views, tiers, {}, config, now)
         timings.append((time.perf_counter() - started) * 1000)
     timings.sort()
     return timings[len(timings) // 2]

@@ -19,20 +19,21 @@ from ninja import Path, Router, Status
 from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
-from ladder.crypto import CredentialKeyMissing
-from ladder.lru import ByteBoundedLRU
-from ladder.models import ApiToken, Candidate, Connection, QuotaReading, SpendEntry
-from ladder.rules import (
+from ladder.core import (
     ADVERTISED_AUTO_IDS,
     AutoId,
     CandidateIn,
     Decision,
     InvalidAutoId,
     UnknownTier,
+    WindowReading,
     connection_rung,
     is_reading_current,
     parse_auto_id,
 )
+from ladder.crypto import CredentialKeyMissing
+from ladder.lru import ByteBoundedLRU
+from ladder.models import ApiToken, Candidate, Connection, QuotaReading, SpendEntry
 from ladder.schemas import (
     CONNECTION_ID_REGEX,
     CandidateOut,
@@ -255,7 +256,7 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
         reset_at=payload.reset_at,
         checked_at=payload.checked_at,
         windows=tuple(
-            services.WindowInput(w.name, w.remaining_percent, w.reset_at) for w in payload.windows
+            WindowReading(w.name, w.remaining_percent, w.reset_at) for w in payload.windows
         )
         if payload.windows is not None
         else None,

@@ -16,7 +16,7 @@ heartbeat within one period; after that, "no heartbeat yet" is a problem like a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -90,8 +90,3 @@ def record_heartbeat(now: datetime) -> None:
     )
     if not created:
         BeatHeartbeat.objects.filter(pk=HEARTBEAT_ID, last_run_at__lt=now).update(last_run_at=now)
-
-
-def beat_period() -> timedelta:
-    """How often the beat sends the heartbeat (and the due scan)."""
-    return timedelta(seconds=settings.QUOTA_BEAT_SECONDS)

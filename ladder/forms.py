@@ -9,16 +9,16 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from ladder.core.settings_bounds import SETTINGS_BOUNDS
 from ladder.models import ApiToken, LadderSettings, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
-from ladder.settings_bounds import SETTINGS_BOUNDS
 
 BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
 
 
 def _limits(name: str, kind: type = float) -> dict[str, Any]:
-    """A form field's min/max, from the setting's one definition (ladder/settings_bounds.py).
+    """A form field's min/max, from the setting's one definition (ladder/core/settings_bounds.py).
     An exclusive low end (cooldowns > 0) has no form equivalent: clean() applies it,
     with every other rule, through the services' validate_settings."""
     bound = SETTINGS_BOUNDS[name]

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ladder import rules
-from ladder.rules import AutoId, Grouping, HysteresisState, Rung
+from ladder import core
+from ladder.core import AutoId, Grouping, HysteresisState, Rung
 
 if TYPE_CHECKING:
     from ladder.services import OperationsState
@@ -138,7 +138,7 @@ def connection_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
         in_play.add_metric(ids, _flag(view.hysteresis.state is HysteresisState.IN_PLAY))
         reading = view.reading
         current.add_metric(
-            ids, _flag(reading is not None and rules.is_reading_current(reading, state.config, now))
+            ids, _flag(reading is not None and core.is_reading_current(reading, state.config, now))
         )
         if reading is not None:
             age.add_metric(ids, (now - reading.checked_at).total_seconds())
@@ -160,7 +160,7 @@ def rung_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
         labels=["auto_id", "rung"],
     )
     for decision in state.decisions:
-        counts = rules.usable_connections(decision)
+        counts = core.usable_connections(decision)
         auto_id = decision.auto_id
         rungs = (Rung.SUBSCRIPTION,) if auto_id.grouping is Grouping.SUBSCRIPTION else tuple(Rung)
         for rung in rungs:

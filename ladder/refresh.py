@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ladder import services
+from ladder import core, services
 from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
 from ladder.models import Connection, LadderSettings
 from ladder.quota.base import ErrorKind, ParsedQuota, QuotaError, make_client
@@ -28,7 +28,6 @@ from ladder.quota.registry import UnknownAdapter, get_adapter
 
 logger = logging.getLogger(__name__)
 
-NO_SOURCE = "none"
 # A usage endpoint that said 429 without Retry-After is left alone this long.
 DEFAULT_POLL_BACKOFF = timedelta(minutes=5)
 
@@ -91,9 +90,7 @@ def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> services.R
         remaining_percent=parsed.remaining_percent,
         reset_at=parsed.reset_at,
         checked_at=now,
-        windows=tuple(
-            services.WindowInput(w.name, w.remaining_percent, w.reset_at) for w in parsed.windows
-        ),
+        windows=parsed.windows,
         source=source,
         detail=parsed.detail,
     )
@@ -119,7 +116,7 @@ def refresh_quota(
     if connection is None:
         return RefreshOutcome(connection_id, False, "the connection no longer exists")
     source = connection.quota_source
-    if source == NO_SOURCE:
+    if not core.is_polled(source):
         return RefreshOutcome(connection_id, False, "the connection has no quota source")
     current = connection.current_reading
     # Only a reading checked after the request and not dated ahead of the clock answers
@@ -208,12 +205,9 @@ def due_connection_ids(
     """Connections whose reading is due: never read, older than the refresh interval,
     about to go stale, dated ahead of the clock, or whose reset instant has passed (one
     query)."""
-    # Refresh a little before max_state_age so subscription never sees a stale reading
-    # while the worker is healthy.
-    due_age = min(interval, max(max_state_age - timedelta(seconds=30), timedelta(seconds=5)))
-    cutoff = now - due_age
+    cutoff = now - core.due_age(interval, max_state_age)
     return list(
-        Connection.objects.exclude(quota_source=NO_SOURCE)
+        Connection.objects.exclude(quota_source__in=core.UNPOLLED_QUOTA_SOURCES)
         .filter(is_active=True)
         # A poll in flight answers for its connection already.
         .filter(Q(refresh_lease_until__isnull=True) | Q(refresh_lease_until__lte=now))

@@ -21,8 +21,8 @@ from pydantic import (
 )
 
 from billing.schemas import ModelStr, ProviderStr, WriteSchema
+from ladder.core.settings_bounds import SETTINGS_BOUNDS
 from ladder.models import CONNECTION_ID_PATTERN
-from ladder.settings_bounds import SETTINGS_BOUNDS
 
 CONNECTION_ID_REGEX = CONNECTION_ID_PATTERN  # not `.` or `..` (ladder/models.py)
 ConnectionIdStr = Annotated[str, StringConstraints(pattern=CONNECTION_ID_REGEX)]
@@ -389,7 +389,7 @@ Money = Annotated[float, Field(strict=True, ge=0, lt=100_000_000, allow_inf_nan=
 
 
 def _bounded(name: str) -> Any:
-    """The pydantic Field of a setting, from its one definition (ladder/settings_bounds.py)."""
+    """The pydantic Field of a setting, from its one definition (ladder/core/settings_bounds.py)."""
     bound = SETTINGS_BOUNDS[name]
     return Field(
         strict=True,

@@ -22,20 +22,8 @@ from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, Catalog
 from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
-from ladder import rules, settings_bounds
-from ladder.crypto import encrypt_credential
-from ladder.lru import ByteBoundedLRU
-from ladder.models import (
-    CONNECTION_ID_MESSAGE,
-    Candidate,
-    Connection,
-    HysteresisTransition,
-    LadderSettings,
-    QuotaReading,
-    SpendEntry,
-    is_connection_id,
-)
-from ladder.rules import (
+from ladder import core
+from ladder.core import (
     AutoId,
     BudgetWindow,
     CandidateIn,
@@ -48,6 +36,20 @@ from ladder.rules import (
     Reading,
     Rung,
     RungSpend,
+    WindowReading,
+    settings_bounds,
+)
+from ladder.crypto import encrypt_credential
+from ladder.lru import ByteBoundedLRU
+from ladder.models import (
+    CONNECTION_ID_MESSAGE,
+    Candidate,
+    Connection,
+    HysteresisTransition,
+    LadderSettings,
+    QuotaReading,
+    SpendEntry,
+    is_connection_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,7 +161,7 @@ def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
 
 
 def validate_settings(values: dict[str, Any]) -> None:
-    """Every settings rule (ladder/settings_bounds.py, the one definition); raises
+    """Every settings rule (ladder/core/settings_bounds.py, the one definition); raises
     ValidationError by field. The re-entry floor below the exit cutoff names both."""
     problems = settings_bounds.settings_problems(values)
     if problems:
@@ -213,20 +215,6 @@ def hysteresis_of(connection: Connection) -> Hysteresis:
     )
 
 
-def connection_view(connection: Connection, catalog: Catalog) -> ConnectionView:
-    """The core's view of a registered connection (current reading preloaded)."""
-    return ConnectionView(
-        connection_id=connection.connection_id,
-        provider=connection.provider,
-        auth_type=connection.auth_type,
-        billing=catalog.classify(connection.provider, connection.auth_type),
-        is_active=connection.is_active,
-        cooldown_until=connection.cooldown_until,
-        reading=reading_of(connection.current_reading),
-        hysteresis=hysteresis_of(connection),
-    )
-
-
 def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
     """An id the gateway named but never registered: uncurated (metered), never read."""
     return ConnectionView(
@@ -237,7 +225,7 @@ def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
         is_active=True,
         cooldown_until=None,
         reading=None,
-        hysteresis=rules.NEVER_READ,
+        hysteresis=core.NEVER_READ,
     )
 
 
@@ -248,7 +236,7 @@ def connections_with_readings() -> Any:
 
 def spend_in_window(config: LadderConfig, now: datetime) -> dict[Rung, RungSpend]:
     """Spend of each paid rung in the current calendar budget window (one query)."""
-    start, end = rules.budget_window_bounds(config.budget_window, now)
+    start, end = core.budget_window_bounds(config.budget_window, now)
     totals = dict(
         SpendEntry.objects.filter(
             rung__in=[rung.label for rung in PAID_RUNGS],
@@ -458,12 +446,7 @@ def tiers_of(
 def _referenced(candidates: Sequence[CandidateIn]) -> dict[str, str]:
     referenced: dict[str, str] = {}
     for candidate in candidates:
-        ids = (
-            (candidate.connection_id,)
-            if candidate.connection_id is not None
-            else candidate.allowed_connection_ids or ()
-        )
-        for connection_id in ids:
+        for connection_id in candidate.connection_ids:
             referenced.setdefault(connection_id, candidate.provider)
     return referenced
 
@@ -563,8 +546,8 @@ def _compute(
     # Without a budget no paid rung is gated: the spend query is skipped.
     spend = spend_in_window(config, now) if has_budget else {}
     tiers = tiers_of(candidates, snapshot.prices, config)
-    decision = rules.decide(auto_id, candidates, views, tiers, spend, config, now)
-    valid_until = rules.inputs_valid_until(views.values(), spend, config, now)
+    decision = core.decide(auto_id, candidates, views, tiers, spend, config, now)
+    valid_until = core.inputs_valid_until(views.values(), spend, config, now)
     _decisions.put(
         key,
         _CachedDecision(decision, valid_until),
@@ -644,52 +627,14 @@ def cached_decision(
 
 
 @dataclass(frozen=True, slots=True)
-class WindowInput:
-    name: str
-    remaining_percent: float | None
-    reset_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
 class ReadingInput:
     status: str | None = None
     remaining_percent: float | None = None
     reset_at: datetime | None = None
     checked_at: datetime | None = None
-    windows: tuple[WindowInput, ...] | None = None
+    windows: tuple[WindowReading, ...] | None = None
     source: str = "push"
     detail: str = ""
-
-
-def binding_window(windows: Iterable[WindowInput]) -> tuple[float | None, datetime | None]:
-    """The lowest window's remaining and its reset (ties: the later reset)."""
-    known = [w for w in windows if w.remaining_percent is not None]
-    if not known:
-        return None, None
-    lowest = min(w.remaining_percent for w in known if w.remaining_percent is not None)
-    best: WindowInput | None = None
-    for window in known:
-        if window.remaining_percent == lowest and (
-            best is None or _later(window.reset_at, best.reset_at)
-        ):
-            best = window
-    assert best is not None
-    return best.remaining_percent, best.reset_at
-
-
-def _later(candidate: datetime | None, incumbent: datetime | None) -> bool:
-    if candidate is None:
-        return False
-    return incumbent is None or candidate > incumbent
-
-
-def derive_status(remaining_percent: float | None) -> QuotaStatus:
-    """UNKNOWN without a number, EXHAUSTED at or below zero, else SAFE."""
-    if remaining_percent is None:
-        return QuotaStatus.UNKNOWN
-    if remaining_percent <= 0:
-        return QuotaStatus.EXHAUSTED
-    return QuotaStatus.SAFE
 
 
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
@@ -697,15 +642,15 @@ def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
     cap it at `now` (the receive time)."""
     remaining, reset_at = data.remaining_percent, data.reset_at
     if data.windows and remaining is None:
-        remaining, window_reset = binding_window(data.windows)
+        remaining, window_reset = core.binding_window(data.windows)
         reset_at = window_reset if window_reset is not None else reset_at
     checked_at = data.checked_at or now
     if checked_at - now > MAX_CLOCK_SKEW:
         raise ValidationError(
             {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
         )
-    checked_at = rules.stored_checked_at(checked_at, now)
-    status = data.status or derive_status(remaining)
+    checked_at = core.stored_checked_at(checked_at, now)
+    status = data.status or core.derive_status(remaining)
     return ReadingInput(
         status=status,
         remaining_percent=remaining,
@@ -725,7 +670,7 @@ class StoredReading:
     on_commit: list[Any] = field(default_factory=list)
 
 
-def _windows_json(windows: tuple[WindowInput, ...] | None) -> list[dict[str, Any]]:
+def _windows_json(windows: tuple[WindowReading, ...] | None) -> list[dict[str, Any]]:
     return [
         {
             "name": w.name,
@@ -780,7 +725,7 @@ def store_reading(
         )
         current = connection.current_reading
         # A late-arriving older reading is kept as history but does not change the state.
-        is_current = rules.supersedes(
+        is_current = core.supersedes(
             reading.checked_at,
             current.checked_at if current is not None else None,
             received_at(now),
@@ -791,9 +736,9 @@ def store_reading(
             previous = hysteresis_of(connection)
             core_reading = reading_of(reading)
             assert core_reading is not None
-            after = rules.hysteresis_after(previous, core_reading, config)
+            after = core.hysteresis_after(previous, core_reading, config)
             update_fields = ["current_reading", "updated_at"]
-            if previous == rules.NEVER_READ and after.state is HysteresisState.IN_PLAY:
+            if previous == core.NEVER_READ and after.state is HysteresisState.IN_PLAY:
                 # The first reading starts the in-play period (no flip, so no transition row).
                 connection.hysteresis_since = data.checked_at
                 connection.hysteresis_reason = "in play since its first reading"
@@ -812,7 +757,7 @@ def store_reading(
             connection.save(update_fields=update_fields)
         billing_services.bump(ChangeCounter.STATE)
         stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
-        if is_current and _should_schedule_reset_refresh(
+        if is_current and core.should_schedule_reset_refresh(
             reading.reset_at,
             current.reset_at if current is not None else None,
             current.checked_at if current is not None else None,
@@ -822,34 +767,9 @@ def store_reading(
     return stored
 
 
-# Reset-time refreshes are scheduled only this far ahead: an ETA task held longer than the
-# broker's visibility timeout (Redis) or consumer timeout (RabbitMQ) would be redelivered
-# or dropped, and the beat refreshes any reading whose reset has passed anyway.
-RESET_REFRESH_HORIZON = timedelta(minutes=30)
-
-
-def _should_schedule_reset_refresh(
-    reset_at: datetime | None,
-    previous_reset: datetime | None,
-    previous_checked_at: datetime | None,
-    now: datetime,
-) -> bool:
-    """Schedule a refresh for a reset instant once: when it is near enough, and the
-    previous current reading did not already schedule the same instant."""
-    if reset_at is None or not now < reset_at <= now + RESET_REFRESH_HORIZON:
-        return False
-    # Every poll of a window repeats its reset: one scheduled refresh per instant.
-    was_scheduled = (
-        previous_reset == reset_at
-        and previous_checked_at is not None
-        and reset_at <= previous_checked_at + RESET_REFRESH_HORIZON
-    )
-    return not was_scheduled
-
-
 def _schedule_refresh_at_reset(connection: Connection, reset_at: datetime | None) -> None:
     """Ask for a refresh right after the upstream's own reset instant (see tasks)."""
-    if reset_at is None or connection.quota_source in ("", "none"):
+    if reset_at is None or not core.is_polled(connection.quota_source):
         return
     from ladder import tasks  # a late import: tasks import services
 
@@ -873,10 +793,6 @@ class EventResult:
     cooldown_seconds: float
     clamped_to_reset: bool
     consecutive_failures: int
-
-
-FAILURE_KINDS = ("rate_limited", "quota_exhausted", "error")
-EVENT_KINDS = (*FAILURE_KINDS, "success")
 
 
 def apply_event(
@@ -907,9 +823,7 @@ def apply_event(
         if info.is_exhausted or any(w.remaining_percent is not None for w in info.windows):
             header_reading = ReadingInput(
                 status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
-                windows=tuple(
-                    WindowInput(w.name, w.remaining_percent, w.reset_at) for w in info.windows
-                ),
+                windows=info.windows,
                 reset_at=info.reset_at,
                 checked_at=now,
                 source="headers",
@@ -920,7 +834,7 @@ def apply_event(
         )
         if connection is None:
             raise NotFound(f"No connection {connection_id!r}.")
-        change = rules.apply_event(
+        change = core.apply_event(
             kind,
             consecutive_failures=connection.consecutive_failures,
             retry_after_seconds=retry_after_seconds,
@@ -965,7 +879,7 @@ class ConnectionInput:
     auth_type: str
     label: str = ""
     active: bool = True
-    quota_source: str = "none"
+    quota_source: str = core.NO_QUOTA_SOURCE
     credential: str | None = None  # None keeps the stored one; "" clears it
 
 
@@ -1133,7 +1047,7 @@ def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
     tier = billing_services.load_price_book().tier_of(
         provider, model, config.cheap_max_input_usd_per_mtok
     )
-    return rules.rung_for(verdict, tier)
+    return core.rung_for(verdict, tier)
 
 
 def earliest_spend_at(now: datetime) -> datetime:
@@ -1143,7 +1057,7 @@ def earliest_spend_at(now: datetime) -> datetime:
     # broken clock, not a request), but never spend that still counts against a budget:
     # refusing it would let a paid rung overspend (a month outlasts 14 days' retention).
     retention_start = now - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
-    window_start, _ = rules.budget_window_bounds(load_config().budget_window, now)
+    window_start, _ = core.budget_window_bounds(load_config().budget_window, now)
     return min(retention_start, window_start)
 
 
@@ -1233,7 +1147,7 @@ def summarise_spend(
     config: LadderConfig, spend: dict[Rung, RungSpend], now: datetime
 ) -> SpendSummary:
     """The spend summary of already-loaded window spend (no query)."""
-    start, end = rules.budget_window_bounds(config.budget_window, now)
+    start, end = core.budget_window_bounds(config.budget_window, now)
     rungs = {}
     for rung in PAID_RUNGS:
         budget = config.budget_for(rung)
@@ -1264,7 +1178,7 @@ def request_refresh(connection_id: str) -> None:
     connection = Connection.objects.filter(connection_id=_known_id(connection_id)).first()
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
-    if connection.quota_source in ("", "none"):
+    if not core.is_polled(connection.quota_source):
         raise NoQuotaSource(
             f"Connection {connection_id!r} has no quota source: set quota_source to poll it, "
             "or push readings to /readings."
@@ -1299,11 +1213,11 @@ def prune_readings(*, older_than: datetime) -> int:
 def published_auto_ids(candidates: Sequence[CandidateIn]) -> list[AutoId]:
     """The flat auto ids, then both composites of each category a candidate lists."""
     categories = sorted({category for candidate in candidates for category in candidate.categories})
-    auto_ids = list(rules.ADVERTISED_AUTO_IDS)
+    auto_ids = list(core.ADVERTISED_AUTO_IDS)
     for category in categories:
         try:
-            auto_ids += [AutoId(grouping, category) for grouping in rules.Grouping]
-        except rules.InvalidAutoId:  # a category no auto id can name is not published
+            auto_ids += [AutoId(grouping, category) for grouping in core.Grouping]
+        except core.InvalidAutoId:  # a category no auto id can name is not published
             continue
     return auto_ids
 
@@ -1318,7 +1232,7 @@ def decide_published(*, now: datetime | None = None) -> list[Decision]:
     tiers = tiers_of(candidates, inputs.prices, inputs.config)
     views = load_views(_referenced(candidates), inputs.catalog)
     return [
-        rules.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+        core.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
         for auto_id in published_auto_ids(candidates)
     ]
 
@@ -1338,7 +1252,7 @@ def reading_health(*, now: datetime) -> ReadingHealth:
     this going stale) and the earliest future reset of any current reading (one query)."""
     from django.db.models import Count, Max, Min, Q
 
-    polled = ~Q(quota_source__in=("", "none"))
+    polled = ~Q(quota_source__in=core.UNPOLLED_QUOTA_SOURCES)
     totals = Connection.objects.aggregate(
         polled=Count("pk", filter=polled),
         polled_read=Count("current_reading", filter=polled),
@@ -1403,17 +1317,18 @@ def operations_state(*, now: datetime) -> OperationsState:
     views = views_of_rows((row[:fields] for row in rows), catalog)
     candidates = registered_candidates()
     tiers = tiers_of(candidates, prices, config)
-    # The registered views stand for every referenced id; `rules.decide` treats an id
+    # The registered views stand for every referenced id; `core.decide` treats an id
     # never registered as uncurated, exactly as `load_views` does.
     decisions = tuple(
-        rules.decide(auto_id, candidates, views, tiers, spend, config, now)
-        for auto_id in rules.ADVERTISED_AUTO_IDS
+        core.decide(auto_id, candidates, views, tiers, spend, config, now)
+        for auto_id in core.ADVERTISED_AUTO_IDS
     )
     return OperationsState(
         now=now,
         config=config,
         connections=tuple(
-            ConnectionState(view=views[row[0]], quota_source=row[-1] or "none") for row in rows
+            ConnectionState(view=views[row[0]], quota_source=row[-1] or core.NO_QUOTA_SOURCE)
+            for row in rows
         ),
         spend=summarise_spend(config, spend, now),
         decisions=decisions,

@@ -3,8 +3,8 @@
 No django, no clock, no IO: the shell (`manage.py simulate`) hands in the world (the
 connections with their plan windows, the candidates, the price book and the frozen
 `LadderConfig`) and a trace; every run advances its own simulated clock from request to
-request and calls the real pure core (`rules.decide`, `rules.apply_event`,
-`rules.hysteresis_after`) exactly as the product's shell would at those instants.
+request and calls the real pure core (`core.decide`, `core.apply_event`,
+`core.hysteresis_after`) exactly as the product's shell would at those instants.
 
 The policies compared (`Policy`):
 
@@ -54,8 +54,8 @@ from typing import Final
 
 from billing.classify import UNCURATED_VERDICT, Billing, BillingVerdict, Overage
 from billing.tiers import PriceBook, Tier
-from ladder import rules
-from ladder.rules import (
+from ladder import core
+from ladder.core import (
     CandidateIn,
     ConnectionView,
     Hysteresis,
@@ -435,7 +435,7 @@ class World:
         uncurated (metered) and unlimited, as the product's shell treats it."""
         by_id = {connection.connection_id: connection for connection in self.connections}
         for candidate in self.candidates:
-            for connection_id in _connection_ids(candidate):
+            for connection_id in candidate.connection_ids:
                 if connection_id not in by_id:
                     by_id[connection_id] = SimConnection(
                         connection_id, candidate.provider, None, UNCURATED_VERDICT
@@ -454,14 +454,10 @@ class Timing:
 
     def due_age(self, config: LadderConfig) -> timedelta:
         """The age at which the beat polls a reading again (`refresh.due_connection_ids`)."""
-        seconds = min(self.refresh_interval_seconds, max(config.max_state_age_seconds - 30.0, 5.0))
-        return timedelta(seconds=seconds)
-
-
-def _connection_ids(candidate: CandidateIn) -> tuple[str, ...]:
-    if candidate.connection_id is not None:
-        return (candidate.connection_id,)
-    return tuple(dict.fromkeys(candidate.allowed_connection_ids or ()))
+        return core.due_age(
+            timedelta(seconds=self.refresh_interval_seconds),
+            timedelta(seconds=config.max_state_age_seconds),
+        )
 
 
 # Plan sizes. The simulated adapter's `plan_size` is unitless; the simulator reads it as
@@ -544,7 +540,6 @@ def free_tier_windows(start: datetime) -> tuple[PlanWindow, ...]:
     return (PlanWindow("daily", FREE_TIER_REQUESTS_PER_DAY, PlanUnit.REQUESTS, DAY, midnight),)
 
 
-NO_QUOTA_SOURCE: Final = "none"
 SIMULATED_QUOTA_SOURCE: Final = "simulated"
 
 
@@ -574,7 +569,7 @@ def simulated_connections(
     everything else never runs out. ValueError names a connection with a bad config."""
     models: dict[str, set[tuple[str, str]]] = {}
     for candidate in candidates:
-        for connection_id in _connection_ids(candidate):
+        for connection_id in candidate.connection_ids:
             models.setdefault(connection_id, set()).add((candidate.provider, candidate.model))
     result = []
     for row in registered:
@@ -601,7 +596,7 @@ def simulated_connections(
                 auth_type=row.auth_type,
                 billing=row.billing,
                 is_active=row.is_active,
-                is_polled=row.quota_source not in ("", NO_QUOTA_SOURCE),
+                is_polled=core.is_polled(row.quota_source),
                 windows=windows,
             )
         )
@@ -736,7 +731,7 @@ class _Provider:
 
     def reading(self, now: datetime) -> Reading:
         """What a usage endpoint says now: the binding (lowest) window, ties to the later
-        reset, as `services.binding_window` reduces windows."""
+        reset, as `core.binding_window` reduces windows."""
         if not self.windows:
             return Reading(QuotaStatus.SAFE, 100.0, None, now)
         binding = min(self.windows, key=lambda w: (w.remaining_percent(), -w.end.timestamp()))
@@ -799,14 +794,14 @@ class _Run:
         # This product stores readings from polls and 429s; the cost sort reads none.
         self.uses_poller = policy in (Policy.THRIFTY, Policy.SUBSCRIPTION_ONLY)
         self.auto_id = (
-            rules.SUBSCRIPTION_AUTO_ID
+            core.SUBSCRIPTION_AUTO_ID
             if policy == Policy.SUBSCRIPTION_ONLY
-            else rules.THRIFTY_AUTO_ID
+            else core.THRIFTY_AUTO_ID
         )
         self.cooldown: dict[str, datetime | None] = dict.fromkeys(self.connections)
         self.failures: dict[str, int] = dict.fromkeys(self.connections, 0)
         self.reading: dict[str, Reading | None] = dict.fromkeys(self.connections)
-        self.hysteresis: dict[str, Hysteresis] = dict.fromkeys(self.connections, rules.NEVER_READ)
+        self.hysteresis: dict[str, Hysteresis] = dict.fromkeys(self.connections, core.NEVER_READ)
         self.cache_at: dict[str, datetime | None] = dict.fromkeys(self.connections)
         self.views: dict[str, ConnectionView] = {}
         for cid in self.connections:
@@ -848,7 +843,7 @@ class _Run:
             cooldown_until=self.cooldown[cid],
             reading=self.reading[cid],
             # The original design left hysteresis unwired: always in play.
-            hysteresis=rules.NEVER_READ if self.is_original else self.hysteresis[cid],
+            hysteresis=core.NEVER_READ if self.is_original else self.hysteresis[cid],
         )
 
     def _push(self, at: datetime, kind: str, cid: str) -> None:
@@ -862,7 +857,7 @@ class _Run:
     def _store_reading(self, cid: str, reading: Reading, now: datetime) -> None:
         """As `services.store_reading`: current reading, hysteresis, reset-time refresh."""
         self.reading[cid] = reading
-        self.hysteresis[cid] = rules.hysteresis_after(self.hysteresis[cid], reading, self.config)
+        self.hysteresis[cid] = core.hysteresis_after(self.hysteresis[cid], reading, self.config)
         self._refresh_view(cid)
         connection = self.connections[cid]
         if connection.is_polled:
@@ -936,7 +931,7 @@ class _Run:
         route = self.routes.get(selection)
         if route is None:
             matching = tuple(c for c in self.world.candidates if selection.matches(c))
-            pairs = tuple((c, cid) for c in matching for cid in _connection_ids(c))
+            pairs = tuple((c, cid) for c in matching for cid in c.connection_ids)
             plans = tuple(
                 dict.fromkeys(
                     cid
@@ -957,7 +952,7 @@ class _Run:
     def _budget_window(self, now: datetime) -> tuple[datetime, datetime]:
         bounds = self.budget_bounds
         if bounds is None or not bounds[0] <= now < bounds[1]:
-            bounds = rules.budget_window_bounds(self.config.budget_window, now)
+            bounds = core.budget_window_bounds(self.config.budget_window, now)
             self.budget_bounds = bounds
         return bounds
 
@@ -976,7 +971,7 @@ class _Run:
         if self.policy == Policy.CHEAPEST_FIRST:
             attempts = self._cheapest_order(route, request)
         else:
-            decision = rules.decide(
+            decision = core.decide(
                 self.auto_id,
                 route.candidates,
                 self.views,
@@ -988,11 +983,7 @@ class _Run:
             attempts = [
                 (entry.provider, entry.model, entry.rung, cid)
                 for entry in decision.candidates
-                for cid in (
-                    (entry.connection_id,)
-                    if entry.connection_id is not None
-                    else entry.allowed_connection_ids or ()
-                )
+                for cid in entry.connection_ids
             ]
         tried: set[str] = set()
         for provider, model, rung, cid in attempts:
@@ -1016,7 +1007,7 @@ class _Run:
             cost = self.world.prices.cost_usd(
                 candidate.provider, candidate.model, request.input_tokens, request.output_tokens
             )
-            rung = rules.rung_for(
+            rung = core.rung_for(
                 connection.billing, self.tiers[(candidate.provider, candidate.model)]
             )
             priced.append((cost, order, candidate.provider, candidate.model, rung, cid))
@@ -1041,8 +1032,8 @@ class _Run:
             )
         upstream.consume(request)
         if self.failures[cid] or self.cooldown[cid] is not None:
-            change = rules.apply_event(
-                rules.EventKind.SUCCESS,
+            change = core.apply_event(
+                core.EventKind.SUCCESS,
                 consecutive_failures=self.failures[cid],
                 retry_after_seconds=None,
                 reset_at=None,
@@ -1059,8 +1050,8 @@ class _Run:
         """A 429 with the instant the plan serves again: the gateway's event, then the
         gateway falls through to the next connection of the pool."""
         self.tally.failed_attempts += 1
-        change = rules.apply_event(
-            rules.EventKind.QUOTA_EXHAUSTED,
+        change = core.apply_event(
+            core.EventKind.QUOTA_EXHAUSTED,
             consecutive_failures=self.failures[cid],
             retry_after_seconds=None,
             # The original design left the clamp unwired: it never saw the reset instant.
@@ -1071,7 +1062,7 @@ class _Run:
         self.cooldown[cid] = change.cooldown_until
         self.failures[cid] = change.consecutive_failures
         if self.uses_poller:
-            self._store_reading(cid, rules.exhausted_reading(reset_at, now), now)
+            self._store_reading(cid, core.exhausted_reading(reset_at, now), now)
         else:
             self._refresh_view(cid)
 

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Final
 
-from ladder.rules import LadderConfig, Rung
+from ladder.core import LadderConfig, Rung
 from ladder.simulation import (
     Policy,
     PolicyResult,

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from ladder import beat, refresh, services
@@ -67,16 +66,6 @@ def prune_readings_task() -> None:
     cutoff = timezone.now() - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
     deleted = services.prune_readings(older_than=cutoff)
     logger.info("pruned %d readings older than %s", deleted, cutoff.isoformat())
-
-
-def enqueue_refresh(connection_id: str) -> None:
-    """Enqueue an immediate refresh once the current transaction commits."""
-    requested_at = timezone.now().isoformat()
-    transaction.on_commit(
-        lambda: refresh_connection_task.apply_async(
-            kwargs={"connection_id": connection_id, "requested_at": requested_at}
-        )
-    )
 
 
 def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:

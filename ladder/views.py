@@ -48,16 +48,7 @@ from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
 from ladder import beat, services
-from ladder.crypto import CredentialKeyMissing
-from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
-from ladder.models import (
-    ApiToken,
-    Connection,
-    HysteresisTransition,
-    QuotaReading,
-    is_connection_id,
-)
-from ladder.rules import (
+from ladder.core import (
     SUBSCRIPTION_AUTO_ID,
     THRIFTY_AUTO_ID,
     CandidateIn,
@@ -70,9 +61,19 @@ from ladder.rules import (
     Rung,
     Staleness,
     connection_rung,
+    is_polled,
     parse_auto_id,
     reading_staleness,
     rung_for,
+)
+from ladder.crypto import CredentialKeyMissing
+from ladder.forms import ConnectionAddForm, ConnectionEditForm, SettingsForm, TokenForm
+from ladder.models import (
+    ApiToken,
+    Connection,
+    HysteresisTransition,
+    QuotaReading,
+    is_connection_id,
 )
 from ladder.tokens import create_token, revoke_token
 from omniroute_admin.login_throttle import ThrottledAuthenticationForm
@@ -322,12 +323,7 @@ def model_rungs(
             )
             # Metered and uncurated connections take the rung of the model's tier.
             tiers[key] = rung_for(UNCURATED_VERDICT, tier)
-        ids = (
-            (candidate.connection_id,)
-            if candidate.connection_id is not None
-            else candidate.allowed_connection_ids or ()
-        )
-        for connection_id in ids:
+        for connection_id in candidate.connection_ids:
             rungs.setdefault(connection_id, set()).add(tiers[key])
     return rungs
 
@@ -384,7 +380,7 @@ def connection_row(
         else None,
         is_dropped_out=connection.hysteresis_state == HysteresisState.DROPPED_OUT,
         hysteresis_since_ago=duration_text((now - since).total_seconds()) if since else None,
-        can_refresh=connection.quota_source not in ("", "none"),
+        can_refresh=is_polled(connection.quota_source),
         entry_label=(entry_labels or {}).get(verdict.catalog_entry_id or 0),
     )
 
@@ -447,19 +443,12 @@ class RungSummary:
     budget: services.RungBudget | None
 
 
-def connections_of(entry: DecidedCandidate) -> tuple[str, ...]:
-    """The connections a pool entry may dispatch to."""
-    if entry.connection_id is not None:
-        return (entry.connection_id,)
-    return entry.allowed_connection_ids or ()
-
-
 def rung_summaries(thrifty: Decision, spend: services.SpendSummary) -> list[RungSummary]:
     """Per rung: distinct connections usable and excluded, and the commonest reasons."""
     usable: dict[Rung, set[str]] = {rung: set() for rung in Rung}
     excluded: dict[Rung, dict[str, Reason]] = {rung: {} for rung in Rung}
     for entry in thrifty.candidates:
-        usable[entry.rung].update(connections_of(entry))
+        usable[entry.rung].update(entry.connection_ids)
     for exclusion in thrifty.excluded:
         if exclusion.rung is not None:
             excluded[exclusion.rung].setdefault(exclusion.connection_id, exclusion.reason)
@@ -564,7 +553,7 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
     thrifty = services.decide_registered(THRIFTY_AUTO_ID, now=now)
     spend = services.spend_summary(now=now)
     health = services.reading_health(now=now)
-    subscription_connections = {c for e in subscription.candidates for c in connections_of(e)}
+    subscription_connections = {c for e in subscription.candidates for c in e.connection_ids}
     context = {
         "now": now,
         "rungs": rung_summaries(thrifty, spend),

@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ladder import rules, services
+from ladder import core, services
+from ladder.core import Rung
 from ladder.metrics import DatabaseCollector
-from ladder.rules import Rung
 from omniroute_admin import ops
 from tests.e2e.worlds import grow_world
 from tests.ladder.factories import (
@@ -262,9 +262,9 @@ def test_usable_connections_per_rung_of_each_flat_auto_id() -> None:
 def test_usable_connections_are_what_the_served_decisions_contain() -> None:
     samples = collect()
 
-    for auto_id in rules.ADVERTISED_AUTO_IDS:
+    for auto_id in core.ADVERTISED_AUTO_IDS:
         decision = services.decide_registered(auto_id, now=SCRAPE_AT)
-        served = rules.usable_connections(decision)
+        served = core.usable_connections(decision)
         reported = {
             Rung.from_label(dict(labels)["rung"]): value
             for labels, value in series(samples, "omniroute_rung_usable_connections").items()
@@ -280,8 +280,8 @@ def test_usable_connections_match_the_served_decisions_on_500_bulk_connections()
 
     usable = series(collect(NOW), "omniroute_rung_usable_connections")
 
-    for auto_id in rules.ADVERTISED_AUTO_IDS:
-        served = rules.usable_connections(services.decide_registered(auto_id, now=NOW))
+    for auto_id in core.ADVERTISED_AUTO_IDS:
+        served = core.usable_connections(services.decide_registered(auto_id, now=NOW))
         for rung, count in served.items():
             key = (("auto_id", auto_id.auto_id), ("rung", rung.label))
             assert usable.get(key, 0.0) == float(count)

@@ -4,14 +4,13 @@ Pure parsers beside thin IO fetchers, one small module per provider, and a regis
 keyed by name. No Django here: the shell stores readings and wires URLs and schedules.
 """
 
+from ladder.core.types import QuotaStatus, WindowReading
+
 from .base import (
     Adapter,
     ErrorKind,
     ParsedQuota,
     QuotaError,
-    QuotaStatus,
-    WindowReading,
-    binding_window,
     env_var_for,
     make_client,
     request_json,
@@ -30,7 +29,6 @@ __all__ = [
     "QuotaStatus",
     "UnknownAdapter",
     "WindowReading",
-    "binding_window",
     "env_var_for",
     "get_adapter",
     "make_client",

@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 
+from ladder.core.types import WindowReading
+
 from .base import (
     Adapter,
     ParsedQuota,
-    WindowReading,
     bearer_headers,
     expect_object,
     make_window,

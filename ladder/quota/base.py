@@ -27,6 +27,9 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 import httpx
 
+from ladder.core.quota import binding_reading, derive_status
+from ladder.core.types import QuotaStatus, WindowReading
+
 from .values import epoch_to_datetime, parse_http_date, parse_iso_instant, parse_retry_after
 
 # A usage payload is a few kilobytes; anything far larger is not the endpoint we expect,
@@ -35,12 +38,6 @@ MAX_BODY_BYTES = 1_048_576
 USER_AGENT = "omniroute-admin-quota/1"
 # Printable ASCII without spaces: anything else in a token would corrupt the header.
 _TOKEN = re.compile(r"[\x21-\x7e]+")
-
-
-class QuotaStatus(StrEnum):
-    SAFE = "SAFE"
-    EXHAUSTED = "EXHAUSTED"
-    UNKNOWN = "UNKNOWN"
 
 
 class ErrorKind(StrEnum):
@@ -53,15 +50,6 @@ class ErrorKind(StrEnum):
     UNPARSEABLE = "unparseable"
     REDIRECT_REFUSED = "redirect_refused"
     TRANSPORT = "transport"
-
-
-@dataclass(frozen=True, slots=True)
-class WindowReading:
-    """One quota window as the provider reports it (remaining percent 0..100)."""
-
-    name: str
-    remaining_percent: float | None
-    reset_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,40 +110,6 @@ def make_window(
     return WindowReading(name=name, remaining_percent=remaining_percent, reset_at=reset_at)
 
 
-def _resets_later(candidate: datetime | None, current: datetime | None) -> bool:
-    """True when candidate is the later reset; a known reset counts as later than none."""
-    # Ties go to the later reset because the connection is back only when every tied
-    # window has refilled; a known reset beats an unknown one so the reading keeps one.
-    if candidate is None:
-        return False
-    return current is None or candidate > current
-
-
-def binding_reading(windows: Iterable[WindowReading]) -> WindowReading | None:
-    """Return the binding window (lowest remaining; ties: later reset), or None."""
-    binding: WindowReading | None = None
-    binding_remaining = 0.0
-    for window in windows:
-        remaining = window.remaining_percent
-        if remaining is None:
-            continue
-        if (
-            binding is None
-            or remaining < binding_remaining
-            or (remaining == binding_remaining and _resets_later(window.reset_at, binding.reset_at))
-        ):
-            binding, binding_remaining = window, remaining
-    return binding
-
-
-def binding_window(windows: Iterable[WindowReading]) -> tuple[float | None, datetime | None]:
-    """Return (remaining percent, reset) of the binding window, or (None, None)."""
-    binding = binding_reading(windows)
-    if binding is None:
-        return None, None
-    return binding.remaining_percent, binding.reset_at
-
-
 def describe_window(window: WindowReading) -> str:
     """Say how much of one window is left and when it resets, for a human."""
     left = "unknown" if window.remaining_percent is None else f"{window.remaining_percent:.1f} %"
@@ -176,19 +130,16 @@ def quota_from_windows(
     windows = tuple(windows)
     binding = binding_reading(windows)
     remaining = None if binding is None else binding.remaining_percent
+    status = QuotaStatus.EXHAUSTED if is_limit_reached else derive_status(remaining)
     if is_limit_reached:
-        status = QuotaStatus.EXHAUSTED
         detail = "the provider reports its limit reached"
         if binding is not None:
             detail = f"{detail}; {describe_window(binding)}"
     elif binding is None or remaining is None:
-        status = QuotaStatus.UNKNOWN
         detail = empty_detail if not windows else "no window says how much quota is left"
     elif remaining <= 0:
-        status = QuotaStatus.EXHAUSTED
         detail = f"used up; {describe_window(binding)}"
     else:
-        status = QuotaStatus.SAFE
         detail = f"binding window {describe_window(binding)}"
     return ParsedQuota(
         status=status,

@@ -18,10 +18,11 @@ from typing import Any
 
 import httpx
 
+from ladder.core.types import WindowReading
+
 from .base import (
     Adapter,
     ParsedQuota,
-    WindowReading,
     expect_object,
     make_window,
     optional_bool,

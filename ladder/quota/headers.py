@@ -35,7 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from .base import WindowReading, make_window
+from ladder.core.types import WindowReading
+
+from .base import make_window
 from .values import (
     parse_decimal,
     parse_duration,

@@ -17,6 +17,7 @@ from django.utils import timezone
 from billing import services as billing_services
 from billing.models import AuditEntry
 from ladder import services as ladder_services
+from ladder.core import BudgetWindow, budget_window_bounds
 from ladder.models import (
     ApiToken,
     Candidate,
@@ -25,7 +26,6 @@ from ladder.models import (
     QuotaReading,
     SpendEntry,
 )
-from ladder.rules import BudgetWindow, budget_window_bounds
 from tests.ladder.factories import api, iso, make_candidate, make_connection, make_token
 
 pytestmark = pytest.mark.django_db

@@ -18,9 +18,9 @@ from billing import services as billing_services
 from billing.models import ChangeCounter
 from ladder import api as ladder_api
 from ladder import services
+from ladder.core import parse_auto_id
 from ladder.lru import ENTRY_SHARE, ByteBoundedLRU
 from ladder.models import ApiToken
-from ladder.rules import parse_auto_id
 from tests.ladder.factories import (
     make_candidate,
     make_connection,

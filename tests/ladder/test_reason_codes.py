@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from billing.models import BillingCatalogEntry
+from ladder.core import BudgetWindow, budget_window_bounds
 from ladder.models import ApiToken, Connection
-from ladder.rules import BudgetWindow, budget_window_bounds
 from tests.ladder.factories import api, iso, make_token
 
 

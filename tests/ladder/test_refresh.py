@@ -11,8 +11,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from ladder import refresh, services
+from ladder.core import SUBSCRIPTION_AUTO_ID
 from ladder.models import Connection, QuotaReading
-from ladder.rules import SUBSCRIPTION_AUTO_ID
 from tests.ladder.factories import make_candidate, make_connection
 from tests.ladder.quota.fake_upstream import FakeUpstream
 
@@ -150,6 +150,35 @@ def test_due_connections_are_unread_old_or_past_their_reset() -> None:
     )
 
     assert sorted(due) == ["never", "old", "reset"]
+
+
+def test_a_connection_with_an_empty_quota_source_is_never_due() -> None:
+    now = timezone.now()
+    _plan("polled")
+    make_connection("blank-source")
+    # An empty quota_source (a row written by hand or by an older release) names no
+    # adapter: like "none", it means readings are pushed, never polled.
+    Connection.objects.filter(connection_id="blank-source").update(quota_source="")
+
+    due = refresh.due_connection_ids(
+        now, interval=timedelta(seconds=180), max_state_age=timedelta(seconds=180)
+    )
+
+    assert due == ["polled"]
+
+
+def test_a_refresh_of_a_connection_with_an_empty_quota_source_polls_nothing(
+    upstream: FakeUpstream,
+) -> None:
+    make_connection("blank-source")
+    Connection.objects.filter(connection_id="blank-source").update(quota_source="")
+    services.store_reading("blank-source", services.ReadingInput(remaining_percent=60.0))
+
+    outcome = refresh.refresh_quota("blank-source")
+
+    assert (outcome.polled, outcome.why) == (False, "the connection has no quota source")
+    assert upstream.received == []
+    assert QuotaReading.objects.filter(connection__connection_id="blank-source").count() == 1
 
 
 # --- a reading never describes the future (issue 12, item 1) ------------------------------

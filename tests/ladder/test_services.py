@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing import services as billing_services
-from ladder import services
+from ladder import core, services
+from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from ladder.models import (
     Candidate,
     Connection,
@@ -26,7 +27,6 @@ from ladder.models import (
     QuotaReading,
     SpendEntry,
 )
-from ladder.rules import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 
 pytestmark = pytest.mark.django_db
@@ -58,10 +58,10 @@ def test_windows_reduce_to_the_binding_window_ties_take_the_later_reset() -> Non
     make_connection()
     early, late = NOW + timedelta(hours=1), NOW + timedelta(days=3)
     windows = (
-        services.WindowInput("five_hour", 30.0, early),
-        services.WindowInput("seven_day", 12.0, early),
-        services.WindowInput("seven_day_opus", 12.0, late),
-        services.WindowInput("unknown", None, None),
+        core.WindowReading("five_hour", 30.0, early),
+        core.WindowReading("seven_day", 12.0, early),
+        core.WindowReading("seven_day_opus", 12.0, late),
+        core.WindowReading("unknown", None, None),
     )
 
     stored = make_reading(windows=windows).reading
@@ -709,7 +709,7 @@ def test_unknown_category_names_the_known_ones() -> None:
     make_candidate(categories=("coding", "chat"))
 
     with pytest.raises(services.UnknownCategory, match="known: chat, coding"):
-        services.decide_registered(services.rules.parse_auto_id("auto/poetry:thrifty"), now=NOW)
+        services.decide_registered(core.parse_auto_id("auto/poetry:thrifty"), now=NOW)
 
 
 def test_settings_update_is_audited_and_refuses_bad_values_without_change() -> None:
@@ -809,34 +809,3 @@ def test_a_create_only_write_never_replaces_a_connection() -> None:
         )
 
     assert Connection.objects.get(connection_id="plan").label == "original"
-
-
-@pytest.mark.parametrize(
-    ("reset_in", "previous_reset_in", "previous_checked_ago", "expected"),
-    [
-        pytest.param(60, None, None, True, id="first-reading-with-a-near-reset"),
-        pytest.param(None, None, None, False, id="no-reset"),
-        pytest.param(-1, None, None, False, id="reset-already-passed"),
-        pytest.param(3 * 3600, None, None, False, id="beyond-the-horizon-the-beat-handles-it"),
-        pytest.param(60, 60, 150, False, id="same-instant-already-scheduled"),
-        pytest.param(60, 120, 150, True, id="a-new-instant"),
-        pytest.param(600, 600, 3600, True, id="same-instant-was-beyond-the-horizon-then"),
-    ],
-)
-def test_a_reset_refresh_is_scheduled_once_per_near_instant(
-    reset_in: int | None,
-    previous_reset_in: int | None,
-    previous_checked_ago: int | None,
-    expected: bool,
-) -> None:
-    def at(seconds: int | None) -> datetime | None:
-        return None if seconds is None else NOW + timedelta(seconds=seconds)
-
-    decided = services._should_schedule_reset_refresh(
-        at(reset_in),
-        at(previous_reset_in),
-        at(-previous_checked_ago) if previous_checked_ago is not None else None,
-        NOW,
-    )
-
-    assert decided is expected

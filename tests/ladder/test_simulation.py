@@ -11,7 +11,7 @@ import pytest
 
 from billing.classify import KEYLESS_VERDICT, Billing, BillingVerdict, Overage
 from billing.tiers import PriceBook, PriceRow
-from ladder.rules import CandidateIn, LadderConfig, Rung
+from ladder.core import CandidateIn, LadderConfig, Rung
 from ladder.simulation import (
     FIVE_HOURS,
     FREE_TIER_REQUESTS_PER_DAY,

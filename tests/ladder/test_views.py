@@ -11,8 +11,8 @@ from django.test import Client
 
 from billing.models import AuditEntry
 from ladder import views
+from ladder.core.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
-from ladder.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.tokens import hash_secret
 from tests.e2e.pages import parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in

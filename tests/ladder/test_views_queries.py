@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from ladder import services, views
-from ladder.rules import parse_auto_id
+from ladder.core import parse_auto_id
 from tests.e2e.worlds import grow_world, seed_demo_world, signed_in
 from tests.ladder.factories import NOW
 

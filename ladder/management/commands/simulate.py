@@ -25,9 +25,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import services as billing_services
 from ladder import services
+from ladder.core import CandidateIn
 from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
 from ladder.models import Connection
-from ladder.rules import CandidateIn
 from ladder.simulation import (
     DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS,
     FREE_TIER_REQUESTS_PER_DAY,

@@ -5,8 +5,9 @@ from typing import Any
 
 import pytest
 
+from ladder.core.types import QuotaStatus, WindowReading
 from ladder.quota.antigravity import parse
-from ladder.quota.base import ParsedQuota, QuotaError, QuotaStatus, WindowReading
+from ladder.quota.base import ParsedQuota, QuotaError
 
 from .recorded import NOW, load
 

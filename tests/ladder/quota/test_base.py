@@ -5,14 +5,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ladder.core.types import QuotaStatus, WindowReading
 from ladder.quota import REGISTRY, UnknownAdapter, env_var_for, get_adapter
 from ladder.quota.base import (
     ErrorKind,
     ParsedQuota,
     QuotaError,
-    QuotaStatus,
-    WindowReading,
-    binding_window,
     make_window,
     parse_credential,
     quota_from_windows,
@@ -27,40 +25,6 @@ IN_2H = NOW + timedelta(hours=2)
 
 def window(name: str, remaining: float | None, reset_at: datetime | None) -> WindowReading:
     return WindowReading(name=name, remaining_percent=remaining, reset_at=reset_at)
-
-
-@pytest.mark.parametrize(
-    ("windows", "expected"),
-    [
-        pytest.param([], (None, None), id="no-windows"),
-        pytest.param([window("a", None, IN_1H)], (None, None), id="all-unknown"),
-        pytest.param(
-            [window("a", 40.0, IN_1H), window("b", 10.0, IN_2H)], (10.0, IN_2H), id="lowest-wins"
-        ),
-        pytest.param(
-            [window("a", 10.0, IN_1H), window("b", 10.0, IN_2H)],
-            (10.0, IN_2H),
-            id="tie-later-reset",
-        ),
-        pytest.param(
-            [window("a", 10.0, IN_2H), window("b", 10.0, IN_1H)],
-            (10.0, IN_2H),
-            id="tie-later-reset-first",
-        ),
-        pytest.param(
-            [window("a", 10.0, None), window("b", 10.0, IN_1H)],
-            (10.0, IN_1H),
-            id="tie-known-reset-beats-none",
-        ),
-        pytest.param(
-            [window("a", None, IN_1H), window("b", 55.0, None)], (55.0, None), id="unknown-ignored"
-        ),
-    ],
-)
-def test_binding_window_picks_lowest_remaining(
-    windows: list[WindowReading], expected: tuple[float | None, datetime | None]
-) -> None:
-    assert binding_window(windows) == expected
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ from typing import Any
 
 import pytest
 
-from ladder.quota.base import ParsedQuota, QuotaError, QuotaStatus, WindowReading
+from ladder.core.types import QuotaStatus, WindowReading
+from ladder.quota.base import ParsedQuota, QuotaError
 from ladder.quota.gemini_cli import parse
 
 from .recorded import NOW, load

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ladder.quota.base import WindowReading
+from ladder.core.types import WindowReading
 from ladder.quota.headers import HeaderInfo, parse_rate_limit_headers
 
 from .recorded import NOW

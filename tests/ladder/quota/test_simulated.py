@@ -6,7 +6,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ladder.quota.base import ParsedQuota, QuotaError, QuotaStatus, WindowReading
+from ladder.core.types import QuotaStatus, WindowReading
+from ladder.quota.base import ParsedQuota, QuotaError
 from ladder.quota.simulated import fetch, parse
 
 from .fake_upstream import FakeUpstream

@@ -2,7 +2,7 @@
 
 Every write path derives its checks from here: the services (validate_settings), the
 API's schema (ladder/schemas.py), the dashboard's form (ladder/forms.py) and the pure
-core's config (ladder.rules.LadderConfig). So no path can store a value another path
+core's config (ladder.core.types.LadderConfig). So no path can store a value another path
 cannot answer. A stored row outside them (written by an older release, or by hand) is
 read through `effective_settings`, which applies the nearest safe value, so reading the
 settings never fails. Pure: no ORM, no clock."""

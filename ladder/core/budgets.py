@@ -1,0 +1,52 @@
+"""Budgets: the calendar window of a paid rung's budget, and when the budget gates it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from ladder.core.prose import instant_text, money_text
+from ladder.core.types import BudgetWindow, Cause, LadderConfig, Reason, Rung, RungSpend
+
+
+def budget_window_bounds(window: BudgetWindow, now: datetime) -> tuple[datetime, datetime]:
+    """The calendar budget window (UTC) holding `now`: [start, end)."""
+    midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if window == BudgetWindow.DAY:
+        return midnight, midnight + timedelta(days=1)
+    if window == BudgetWindow.WEEK:
+        monday = midnight - timedelta(days=midnight.weekday())
+        return monday, monday + timedelta(days=7)
+    if window == BudgetWindow.MONTH:
+        first = midnight.replace(day=1)
+        if first.month == 12:
+            return first, first.replace(year=first.year + 1, month=1)
+        return first, first.replace(month=first.month + 1)
+    raise ValueError(f"unknown budget window {window!r}")
+
+
+def budget_cause(
+    rung: Rung, spend: RungSpend | None, config: LadderConfig, now: datetime
+) -> Cause | None:
+    """Why a paid rung is gated by its budget; None when it is not (or has no budget)."""
+    budget = config.budget_for(rung)
+    if budget is None:
+        # A rung with no budget set is ordered but never gated.
+        return None
+    if budget == 0:
+        return Cause(
+            Reason.RUNG_DISABLED,
+            f"The {rung.label} rung's budget is 0 USD: the rung is disabled",
+            None,
+        )
+    spent = Decimal(0) if spend is None else spend.spent_usd
+    if spent < budget:
+        return None
+    window_end = None if spend is None else spend.window_end
+    return Cause(
+        Reason.BUDGET_EXHAUSTED,
+        f"The {rung.label} rung spent {money_text(spent)} USD of its {money_text(budget)} USD "
+        f"{config.budget_window} budget; the window ends "
+        f"{'at an unknown time' if window_end is None else instant_text(window_end)}",
+        window_end if window_end is not None and window_end > now else None,
+    )

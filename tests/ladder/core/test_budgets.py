@@ -1,0 +1,180 @@
+"""Budgets: calendar windows, and the paid rungs they gate in a pool."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+from ladder.core import (
+    BudgetWindow,
+    Exclusion,
+    LadderConfig,
+    Reason,
+    Rung,
+    RungSpend,
+    budget_window_bounds,
+)
+from tests.ladder.core.factories import (
+    LADDER_TIERS,
+    LADDER_VIEWS,
+    NOW,
+    THRIFTY,
+    pinned,
+    pool,
+    reasons,
+    run,
+)
+
+
+@pytest.mark.parametrize(
+    ("window", "now", "start", "end"),
+    [
+        pytest.param(
+            BudgetWindow.DAY,
+            NOW,
+            datetime(2026, 11, 29, tzinfo=UTC),
+            datetime(2026, 11, 30, tzinfo=UTC),
+            id="day",
+        ),
+        pytest.param(
+            BudgetWindow.WEEK,
+            NOW,  # a Sunday
+            datetime(2026, 11, 23, tzinfo=UTC),
+            datetime(2026, 11, 30, tzinfo=UTC),
+            id="week-from-sunday",
+        ),
+        pytest.param(
+            BudgetWindow.WEEK,
+            datetime(2026, 11, 30, 0, 0, tzinfo=UTC),  # a Monday, at midnight
+            datetime(2026, 11, 30, tzinfo=UTC),
+            datetime(2026, 12, 7, tzinfo=UTC),
+            id="week-starts-monday",
+        ),
+        pytest.param(
+            BudgetWindow.MONTH,
+            NOW,
+            datetime(2026, 11, 1, tzinfo=UTC),
+            datetime(2026, 12, 1, tzinfo=UTC),
+            id="month",
+        ),
+        pytest.param(
+            BudgetWindow.MONTH,
+            datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC),
+            datetime(2026, 12, 1, tzinfo=UTC),
+            datetime(2027, 1, 1, tzinfo=UTC),
+            id="december-to-january",
+        ),
+        pytest.param(
+            BudgetWindow.DAY,
+            datetime(2026, 12, 31, 23, 30, tzinfo=UTC),
+            datetime(2026, 12, 31, tzinfo=UTC),
+            datetime(2027, 1, 1, tzinfo=UTC),
+            id="day-across-new-year",
+        ),
+        pytest.param(
+            BudgetWindow.DAY,
+            datetime(2026, 11, 30, 0, 30, tzinfo=UTC),
+            datetime(2026, 11, 30, tzinfo=UTC),
+            datetime(2026, 12, 1, tzinfo=UTC),
+            id="day-at-half-past-midnight",
+        ),
+    ],
+)
+def test_budget_window_bounds_are_calendar_utc(
+    window: BudgetWindow, now: datetime, start: datetime, end: datetime
+) -> None:
+    assert budget_window_bounds(window, now) == (start, end)
+
+
+def test_budget_window_bounds_use_utc_for_offset_clocks() -> None:
+    tokyo_morning = datetime(2026, 12, 1, 8, 0, tzinfo=timezone(timedelta(hours=9)))  # Nov 30 UTC
+
+    assert budget_window_bounds(BudgetWindow.MONTH, tokyo_morning) == (
+        datetime(2026, 11, 1, tzinfo=UTC),
+        datetime(2026, 12, 1, tzinfo=UTC),
+    )
+
+
+def test_a_rung_budgeted_at_zero_is_disabled() -> None:
+    config = LadderConfig(cheap_budget_usd=Decimal("0"))
+    candidates = [pinned("or", provider="openrouter", model="mini")]
+
+    decision = run(THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, config=config)
+
+    assert decision.candidates == ()
+    assert decision.excluded == (
+        Exclusion(
+            "openrouter",
+            "mini",
+            "or",
+            Rung.CHEAP,
+            Reason.RUNG_DISABLED,
+            "The cheap rung's budget is 0 USD: the rung is disabled",
+        ),
+    )
+    assert decision.next_change_at is None
+
+
+def test_a_spent_budget_drops_its_rung_until_the_window_ends() -> None:
+    config = LadderConfig(premium_budget_usd=Decimal("10.00"))
+    window_end = datetime(2026, 12, 1, tzinfo=UTC)
+    spend = {Rung.PREMIUM: RungSpend(Decimal("10.25"), window_end)}
+    candidates = [
+        pinned("or", id=1, provider="openrouter", model="opus"),
+        pinned("or", id=2, provider="openrouter", model="mini"),
+    ]
+
+    decision = run(
+        THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, spend=spend, config=config
+    )
+
+    assert pool(decision) == [(2, "cheap", "or")]
+    assert decision.excluded == (
+        Exclusion(
+            "openrouter",
+            "opus",
+            "or",
+            Rung.PREMIUM,
+            Reason.BUDGET_EXHAUSTED,
+            "The premium rung spent 10.25 USD of its 10 USD month budget; "
+            "the window ends 2026-12-01 00:00:00 UTC",
+        ),
+    )
+    assert decision.next_change_at == window_end
+
+
+def test_a_budget_is_exhausted_exactly_when_reached() -> None:
+    config = LadderConfig(cheap_budget_usd=Decimal("5"))
+    window_end = datetime(2026, 12, 1, tzinfo=UTC)
+    candidates = [pinned("or", provider="openrouter", model="mini")]
+
+    under = run(
+        THRIFTY,
+        candidates,
+        LADDER_VIEWS,
+        tiers=LADDER_TIERS,
+        spend={Rung.CHEAP: RungSpend(Decimal("4.99"), window_end)},
+        config=config,
+    )
+    reached = run(
+        THRIFTY,
+        candidates,
+        LADDER_VIEWS,
+        tiers=LADDER_TIERS,
+        spend={Rung.CHEAP: RungSpend(Decimal("5"), window_end)},
+        config=config,
+    )
+
+    assert pool(under) == [(1, "cheap", "or")]
+    assert reasons(reached) == [("or", Reason.BUDGET_EXHAUSTED)]
+
+
+def test_no_budget_means_never_gated() -> None:
+    spend = {Rung.CHEAP: RungSpend(Decimal("1000000"), datetime(2026, 12, 1, tzinfo=UTC))}
+    candidates = [pinned("or", provider="openrouter", model="mini")]
+
+    decision = run(THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, spend=spend)
+
+    assert pool(decision) == [(1, "cheap", "or")]
