@@ -3,6 +3,8 @@
 No ORM, no IO. A provider's `*` row prices (and overrides) its models that have no
 row of their own. A model with no known price is assumed to cost $5 in / $15 out
 per million tokens, so an unpriced model is premium and never lands on `free`.
+Free must be explicit: a row awaiting review (an imported zero) is no known price, so
+only a hand-entered zero or a `free` override puts a model on the free rung.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class PriceRow:
     input_usd_per_mtok: Decimal
     output_usd_per_mtok: Decimal
     tier_override: Tier | None = None
+    # An imported zero awaiting an operator: not a known price (treated as unpriced).
+    needs_review: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +77,11 @@ class PriceBook:
         return self._rows.get((provider, model)) or self._rows.get((provider, WILDCARD_MODEL))
 
     def price_of(self, provider: str, model: str) -> Price:
-        """The model's own price, else its provider's `*` price, else the assumed $5/$15."""
+        """The model's own price, else its provider's `*` price, else the assumed $5/$15.
+        A row awaiting review is no known price: assumed, never its provider's `*` price
+        (a placeholder zero must not borrow a free `*` row either)."""
         row = self._row(provider, model)
-        if row is None:
+        if row is None or row.needs_review:
             return ASSUMED_PRICE
         return Price(row.input_usd_per_mtok, row.output_usd_per_mtok, is_assumed=False)
 

@@ -6,7 +6,6 @@ Access and response headers come from the dashboard's decorators in `ladder.view
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +23,18 @@ from billing import services
 from billing.classify import Catalog
 from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
-from billing.price_import import PriceFileError, parse_price_file
+from billing.price_import import PriceFileError
 from billing.tiers import WILDCARD_MODEL, PriceBook
 from ladder.models import Connection
 from ladder.services import load_config
-from ladder.views import HtmxHttpRequest, done, operator_required, render, viewer_required
+from ladder.views import (
+    HtmxHttpRequest,
+    done,
+    operator_required,
+    render,
+    search_param,
+    viewer_required,
+)
 
 CATALOG_TEMPLATE = "billing/catalog.html"
 PRICES_TEMPLATE = "billing/prices.html"
@@ -300,17 +306,23 @@ def prices_context(
     deleting: int | None = None,
     notice: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One page of prices with their computed tier (settings, wildcard rows, count and
-    page: four queries whatever the catalog size)."""
-    query = request.GET.get("q", "").strip()[:100]
+    """One page of prices with their computed tier (settings, wildcard rows, count, page
+    and the count awaiting review: five queries whatever the catalog size). `?review=1`
+    lists only the rows that need review."""
+    query = search_param(request)
+    review_only = request.GET.get("review") == "1"
     prices = ModelPrice.objects.order_by("provider", "model")
     if query:
         prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
+    if review_only:
+        prices = prices.filter(needs_review=True)
     page = Paginator(prices, PRICES_PER_PAGE).get_page(request.GET.get("page"))
     config = load_config()
     rows = list(page.object_list)
     # A model's tier can come from its provider's `*` row (price or override).
-    wildcards = ModelPrice.objects.filter(model=WILDCARD_MODEL)
+    wildcards = ModelPrice.objects.filter(
+        model=WILDCARD_MODEL, provider__in={price.provider for price in rows}
+    )
     book = PriceBook([price.as_row() for price in rows] + [w.as_row() for w in wildcards])
     views = [
         PriceRowView(
@@ -337,10 +349,14 @@ def prices_context(
                 },
             )
     params = {"q": query} if query else {}
+    if review_only:
+        params["review"] = "1"
     return {
         "page": page,
         "rows": views,
         "query": query,
+        "review_only": review_only,
+        "review_count": ModelPrice.objects.filter(needs_review=True).count(),
         "query_string": urlencode({**params, "page": str(page.number)}),
         "search_params": urlencode(params),
         "editing": editing,
@@ -416,32 +432,44 @@ def price_delete(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
 
 @require_POST
 @operator_required
+def price_confirm_free(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
+    """Confirm that a price awaiting review is free (a `free` override; audited)."""
+    try:
+        price = services.confirm_free(price_id, actor=request.user.get_username())
+    except ModelPrice.DoesNotExist:
+        return _prices(request, 404, notice=_error("That price was deleted meanwhile."))
+    message = f"Confirmed {price.provider}/{price.model} as free."
+    return done(
+        request,
+        message,
+        reverse("billing:prices") + "?" + urlencode({"review": "1"}),
+        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
 def price_import(request: HtmxHttpRequest) -> HttpResponseBase:
-    """Import a price file in one transaction: all rows or, on any error, none."""
+    """Import a price file in one transaction. Malformed rows are skipped and counted,
+    imported zeros flagged for review; a file that cannot be read changes nothing."""
     form = PriceFileForm(request.POST, request.FILES)
     error: str | None = None
     counts: services.ImportCounts | None = None
     if form.is_valid():
         upload = form.cleaned_data["file"]
         try:
-            data = json.loads(upload.read().decode("utf-8"))
-            parsed = parse_price_file(data, form.cleaned_data["provider_map"])
-        except (UnicodeDecodeError, json.JSONDecodeError) as problem:
-            error = f"{upload.name} is not valid JSON: {problem}. Nothing was imported."
+            counts = services.import_price_file(
+                upload.read(), form.cleaned_data["provider_map"], actor=request.user.get_username()
+            )
         except PriceFileError as problem:
-            error = f"{upload.name}: {problem}. Nothing was imported."
-        else:
-            counts = services.import_prices(parsed, actor=request.user.get_username())
+            error = f"{upload.name}: {problem} Nothing was imported."
     if counts is None:
         context = prices_context(request)
         context.update(file_form=form, import_error=error)
         return render(
             request, PRICES_TEMPLATE, context, partials=("price-import", "price-table"), status=422
         )
-    message = (
-        f"Imported: {counts.created} created, {counts.updated} updated, "
-        f"{counts.unchanged} unchanged, {counts.skipped} skipped."
-    )
+    message = f"Imported: {counts.summary()}."
     if not request.htmx:
         return done(
             request, message, reverse("billing:prices"), render_partial=lambda: _prices(request)

@@ -532,6 +532,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.0,
             "output_usd_per_mtok": 0.0,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "free",
         },
         {
@@ -541,6 +543,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.5,
             "output_usd_per_mtok": 0.5,
             "tier_override": "free",
+            "source": "manual",
+            "needs_review": False,
             "tier": "free",
         },
         {
@@ -550,6 +554,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 2.5,
             "output_usd_per_mtok": 10.0,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "premium",
         },
         {
@@ -559,6 +565,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.15,
             "output_usd_per_mtok": 0.6,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "cheap",
         },
     ]
@@ -577,7 +585,13 @@ def test_post_price_creates_it_with_201(operator: str) -> None:
 
     price = ModelPrice.objects.get()
     assert response.status_code == 201
-    assert response.json() == {"id": price.pk, **body, "tier": "cheap"}
+    assert response.json() == {
+        "id": price.pk,
+        **body,
+        "source": "manual",
+        "needs_review": False,
+        "tier": "cheap",
+    }
     assert (str(price.input_usd_per_mtok), str(price.output_usd_per_mtok), price.updated_by) == (
         "0.150000",
         "0.600000",
@@ -609,6 +623,8 @@ def test_post_price_again_updates_it_with_200(operator: str) -> None:
         "input_usd_per_mtok": 3.0,
         "output_usd_per_mtok": 12.0,
         "tier_override": "cheap",
+        "source": "manual",
+        "needs_review": False,
         "tier": "cheap",
     }
     assert ModelPrice.objects.count() == 1
@@ -621,7 +637,13 @@ def test_post_price_audits_create_and_update_with_the_token_name(operator: str) 
     api("post", "/api/v1/prices", operator, {**body, "input_usd_per_mtok": 1})
 
     audits = list(AuditEntry.objects.filter(target_type="price").order_by("pk"))
-    snapshot = {"provider": "openai", "model": "o3", "tier_override": None}
+    snapshot = {
+        "provider": "openai",
+        "model": "o3",
+        "tier_override": None,
+        "source": "manual",
+        "needs_review": False,
+    }
     assert [(a.target_id, a.action, a.actor, a.before, a.after) for a in audits] == [
         (
             str(first.json()["id"]),
