@@ -158,8 +158,8 @@ or model contains, case-insensitive), `tier` (the computed tier), `needs_review`
     description=PRICES_DESCRIPTION,
     openapi_extra={
         "responses": {
-            "200": {
-                "description": "One page of prices.",
+            # An int, as ninja keys its responses: the headers merge into its 200.
+            200: {
                 "headers": {
                     "X-Next-Cursor": {
                         "description": "The next page's cursor; absent on the last page.",

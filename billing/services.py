@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Case, CharField, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, CharField, F, Q, Value, When
 from django.utils import timezone
 
 from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
@@ -108,6 +108,7 @@ class PricePage:
     rows: list[ModelPrice]
     book: PriceBook  # the page's rows and their providers' `*` rows: enough for each tier
     next_cursor: str | None
+    previous_cursor: str | None = None  # set when the page was asked for `before` a row
 
 
 def encode_price_cursor(price: ModelPrice) -> str:
@@ -137,16 +138,22 @@ def decode_price_cursor(cursor: str | None) -> tuple[str, str] | None:
     return position[0], position[1]
 
 
-def tier_expression(cheap_max_input_usd_per_mtok: Decimal) -> Case:
+def tier_expression(
+    cheap_max_input_usd_per_mtok: Decimal, wildcard_overrides: dict[str, str]
+) -> Case:
     """A row's tier in SQL, for filtering by it: exactly `PriceBook.tier_of` for a row
     that exists (its override, its provider's `*` override, else its price; a row
-    awaiting review is priced as unpriced). Needs the `wildcard_override` annotation."""
+    awaiting review is priced as unpriced). The `*` overrides come in as plain values
+    (one row per provider at most), so the expression is per row: no subquery."""
     assumed = tier_for_input_price(ASSUMED_INPUT_USD_PER_MTOK, cheap_max_input_usd_per_mtok)
+    by_override: dict[str, list[str]] = {}
+    for provider, override in wildcard_overrides.items():
+        by_override.setdefault(override, []).append(provider)
     return Case(
         When(Q(tier_override__isnull=False) & ~Q(tier_override=""), then=F("tier_override")),
-        When(
-            Q(wildcard_override__isnull=False) & ~Q(wildcard_override=""),
-            then=F("wildcard_override"),
+        *(
+            When(provider__in=sorted(providers), then=Value(override))
+            for override, providers in sorted(by_override.items())
         ),
         When(needs_review=True, then=Value(assumed.value)),
         When(input_usd_per_mtok__lte=0, then=Value(Tier.FREE.value)),
@@ -160,18 +167,32 @@ def price_page(
     *,
     limit: int,
     after: tuple[str, str] | None = None,
+    before: tuple[str, str] | None = None,
     provider: str | None = None,
     query: str | None = None,
     tier: str | None = None,
     needs_review: bool | None = None,
     cheap_max_input_usd_per_mtok: Decimal,
 ) -> PricePage:
-    """One page of prices in (provider, model) order after a position: two queries
-    whatever the table's size (the page, then its providers' `*` rows). Keyset, not an
-    offset, so the millionth row costs what the first does."""
-    prices = ModelPrice.objects.order_by("provider", "model")
+    """One page of prices in (provider, model) order after (or before) a position: two
+    queries whatever the table's size (the providers' `*` rows, then the page). Keyset,
+    not an offset, so the last page costs what the first does."""
+    # At most one `*` row per provider: they decide the tiers of the page's rows.
+    wildcards = list(ModelPrice.objects.filter(model=WILDCARD_MODEL))
+    backwards = before is not None
+    prices = ModelPrice.objects.order_by(
+        *(("-provider", "-model") if backwards else ("provider", "model"))
+    )
+    # (provider, model) > (p, m), spelled so the unique index serves it: the redundant
+    # `provider >= p` gives the planner a range to start the index scan at.
     if after is not None:
-        prices = prices.filter(Q(provider__gt=after[0]) | Q(provider=after[0], model__gt=after[1]))
+        prices = prices.filter(provider__gte=after[0]).filter(
+            Q(provider__gt=after[0]) | Q(provider=after[0], model__gt=after[1])
+        )
+    if before is not None:
+        prices = prices.filter(provider__lte=before[0]).filter(
+            Q(provider__lt=before[0]) | Q(provider=before[0], model__lt=before[1])
+        )
     if provider is not None:
         prices = prices.filter(provider=provider)
     if query:
@@ -179,29 +200,25 @@ def price_page(
     if needs_review is not None:
         prices = prices.filter(needs_review=needs_review)
     if tier is not None:
-        wildcard = ModelPrice.objects.filter(
-            provider=OuterRef("provider"), model=WILDCARD_MODEL
-        ).values("tier_override")[:1]
-        prices = (
-            prices.annotate(wildcard_override=Subquery(wildcard))
-            .annotate(computed_tier=tier_expression(cheap_max_input_usd_per_mtok))
-            .filter(computed_tier=tier)
-        )
+        overrides = {w.provider: w.tier_override for w in wildcards if w.tier_override}
+        prices = prices.annotate(
+            computed_tier=tier_expression(cheap_max_input_usd_per_mtok, overrides)
+        ).filter(computed_tier=tier)
     rows = list(prices[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    wildcards = (
-        list(
-            ModelPrice.objects.filter(
-                model=WILDCARD_MODEL, provider__in=sorted({row.provider for row in rows})
-            )
-        )
-        if rows
-        else []
-    )
+    if backwards:
+        rows.reverse()
     book = PriceBook([row.as_row() for row in rows] + [w.as_row() for w in wildcards])
+    # Going backwards, the row the page was asked before follows it; going forwards,
+    # rows precede a page asked for after one.
+    has_next = bool(rows) and (backwards or more)
+    has_previous = bool(rows) and (more if backwards else after is not None)
     return PricePage(
-        rows=rows, book=book, next_cursor=encode_price_cursor(rows[-1]) if more else None
+        rows=rows,
+        book=book,
+        next_cursor=encode_price_cursor(rows[-1]) if has_next else None,
+        previous_cursor=encode_price_cursor(rows[0]) if has_previous else None,
     )
 
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.response import TemplateResponse
@@ -24,7 +23,6 @@ from billing.classify import Catalog
 from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from billing.price_import import PriceFileError
-from billing.tiers import WILDCARD_MODEL, PriceBook
 from ladder.models import Connection
 from ladder.services import load_config
 from ladder.views import (
@@ -306,28 +304,41 @@ def prices_context(
     deleting: int | None = None,
     notice: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One page of prices with their computed tier (settings, wildcard rows, count, page
-    and the count awaiting review: five queries whatever the catalog size). `?review=1`
-    lists only the rows that need review."""
+    """One page of prices with their computed tier: settings, wildcard rows, the page,
+    the match count and the count awaiting review, five queries whatever the catalog
+    size. Pages are keyset (`?after=` / `?before=` a row's cursor), so the last of
+    50,000 rows costs what the first does. `?review=1` lists only rows needing review."""
     query = search_param(request)
     review_only = request.GET.get("review") == "1"
-    prices = ModelPrice.objects.order_by("provider", "model")
-    if query:
-        prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
-    if review_only:
-        prices = prices.filter(needs_review=True)
-    page = Paginator(prices, PRICES_PER_PAGE).get_page(request.GET.get("page"))
+    position = {}
+    for name in ("after", "before"):
+        try:
+            position[name] = services.decode_price_cursor(request.GET.get(name))
+        except ValueError:  # a stale or hand-made link: start from the first page
+            position[name] = None
+    if position["after"] is not None:
+        position["before"] = None
     config = load_config()
-    rows = list(page.object_list)
-    # A model's tier can come from its provider's `*` row (price or override).
-    wildcards = ModelPrice.objects.filter(
-        model=WILDCARD_MODEL, provider__in={price.provider for price in rows}
+    page = services.price_page(
+        limit=PRICES_PER_PAGE,
+        after=position["after"],
+        before=position["before"],
+        query=query or None,
+        needs_review=True if review_only else None,
+        cheap_max_input_usd_per_mtok=config.cheap_max_input_usd_per_mtok,
     )
-    book = PriceBook([price.as_row() for price in rows] + [w.as_row() for w in wildcards])
+    matching = ModelPrice.objects.all()
+    if query:
+        matching = matching.filter(Q(provider__icontains=query) | Q(model__icontains=query))
+    if review_only:
+        matching = matching.filter(needs_review=True)
+    rows = page.rows
     views = [
         PriceRowView(
             price,
-            book.tier_of(price.provider, price.model, config.cheap_max_input_usd_per_mtok).value,
+            page.book.tier_of(
+                price.provider, price.model, config.cheap_max_input_usd_per_mtok
+            ).value,
         )
         for price in rows
     ]
@@ -351,13 +362,19 @@ def prices_context(
     params = {"q": query} if query else {}
     if review_only:
         params["review"] = "1"
+    # The page's own position, so an edit or a delete comes back to the same page.
+    here = {name: request.GET[name] for name in ("after", "before") if position[name] is not None}
     return {
-        "page": page,
         "rows": views,
+        "count": matching.count(),
+        "next_params": urlencode({**params, "after": page.next_cursor}) if page.next_cursor else "",
+        "previous_params": urlencode({**params, "before": page.previous_cursor})
+        if page.previous_cursor
+        else "",
         "query": query,
         "review_only": review_only,
         "review_count": ModelPrice.objects.filter(needs_review=True).count(),
-        "query_string": urlencode({**params, "page": str(page.number)}),
+        "query_string": urlencode({**params, **here}),
         "search_params": urlencode(params),
         "editing": editing,
         "deleting": deleting,

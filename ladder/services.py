@@ -19,6 +19,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from billing import services as billing_services
+from billing.bounds import OutOfRange, bounds_of, check_float, fit_decimal
 from billing.classify import UNCURATED_VERDICT, Catalog
 from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
@@ -591,8 +592,24 @@ def derive_status(remaining_percent: float | None) -> QuotaStatus:
     return QuotaStatus.SAFE
 
 
+def check_reading_percents(data: ReadingInput) -> None:
+    """Every percent of a reading is a finite number within its column's 0..100, from
+    whichever path it came (API, adapters, events); ValidationError naming the field."""
+    bounds = bounds_of(QuotaReading, "remaining_percent")
+    named = [("remaining_percent", data.remaining_percent)]
+    named += [("windows", w.remaining_percent) for w in data.windows or ()]
+    for name, value in named:
+        if value is None:
+            continue
+        try:
+            check_float(value, bounds)
+        except OutOfRange as error:
+            raise ValidationError({name: [f"A remaining percent: {error}"]}) from None
+
+
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
     """Reduce windows to the binding window, derive the status, default checked_at."""
+    check_reading_percents(data)
     remaining, reset_at = data.remaining_percent, data.reset_at
     if data.windows and remaining is None:
         remaining, window_reset = binding_window(data.windows)
@@ -978,10 +995,6 @@ def delete_candidate(candidate_id: int) -> bool:
 # --- spend ---------------------------------------------------------------------------------
 
 
-# SpendEntry.cost_usd holds 16 digits, 8 after the point.
-MAX_SPEND_USD = Decimal("100000000")
-
-
 @dataclass(frozen=True, slots=True)
 class SpendInput:
     request_id: str
@@ -1010,6 +1023,21 @@ def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
     return rules.rung_for(verdict, tier)
 
 
+def _spend_cost(cost: Decimal) -> Decimal:
+    """The cost rounded to its column (16 digits, 8 after the point), or ValidationError:
+    checked after rounding, since 99,999,999.999999995 rounds past the column, which
+    SQLite would store and then fail every read of the spend ledger."""
+    bounds = bounds_of(SpendEntry, "cost_usd")
+    try:
+        if cost < 0:
+            raise OutOfRange
+        return fit_decimal(cost, bounds)
+    except (OutOfRange, ArithmeticError):
+        raise ValidationError(
+            {"cost_usd": [f"A request's cost must be between 0 and {bounds.high:,f} USD."]}
+        ) from None
+
+
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
     now = now or timezone.now()
@@ -1022,10 +1050,7 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
         cost = billing_services.load_price_book().cost_usd(
             data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
         )
-    if not cost.is_finite() or cost < 0 or cost >= MAX_SPEND_USD:
-        raise ValidationError(
-            {"cost_usd": [f"A request's cost must be between 0 and {MAX_SPEND_USD} USD."]}
-        )
+    cost = _spend_cost(cost)
     rung = spend_rung(data.connection_id, data.provider, data.model)
     try:
         with transaction.atomic():
@@ -1034,7 +1059,7 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
                 connection_id=data.connection_id,
                 provider=data.provider,
                 model=data.model,
-                cost_usd=cost.quantize(Decimal("0.00000001")),
+                cost_usd=cost,
                 is_cost_computed=is_computed,
                 input_tokens=data.input_tokens,
                 output_tokens=data.output_tokens,

@@ -69,6 +69,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "prices/"): PAGE,
     ("POST", "prices/save/"): DASHBOARD_WRITE,
     ("POST", "prices/<int:price_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "prices/<int:price_id>/confirm-free/"): DASHBOARD_WRITE,
     ("POST", "prices/import/"): DASHBOARD_WRITE,
     ("GET", "accounts/login/"): PUBLIC,
     ("POST", "accounts/login/"): PUBLIC,

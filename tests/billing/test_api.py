@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
 from billing import services
@@ -752,3 +753,41 @@ def test_delete_unknown_price_is_404(operator: str) -> None:
 
     assert response.status_code == 404
     assert response.json() == {"detail": "No price 999999."}
+
+
+# --- every price written fits its column ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Decimal("99999999.9999999"),  # below 1e8, but 100,000,000.000000 once rounded
+        Decimal("1e9"),
+        Decimal("1e999999"),
+        Decimal("-0.000001"),
+        Decimal("NaN"),
+        Decimal("sNaN"),
+    ],
+    ids=["rounds-past-the-column", "1e9", "1e999999", "negative", "nan", "signalling-nan"],
+)
+def test_the_price_service_refuses_a_value_beyond_its_column_and_changes_nothing(
+    value: Decimal,
+) -> None:
+    make_price()
+    before = price_rows()
+
+    with pytest.raises(ValidationError) as refused:
+        services.upsert_price(
+            services.PriceInput("openai", "gpt-4o-mini", value, Decimal(1), None), actor="x"
+        )
+
+    assert list(refused.value.message_dict) == ["input_usd_per_mtok"]
+    assert price_rows() == before
+    assert [p.model for p in ModelPrice.objects.all()] == ["gpt-4o-mini"]  # still readable
+
+
+def test_the_largest_price_the_column_holds_is_stored_exactly() -> None:
+    price = make_price(input_usd="99999999.999999")
+
+    price.refresh_from_db()
+    assert price.input_usd_per_mtok == Decimal("99999999.999999")

@@ -202,6 +202,21 @@ def test_connections_search_filters_rows(demo: None, viewer: Client) -> None:
     assert shown == ["anthropic-key", "claude-max-1", "claude-max-2"]
 
 
+def test_a_nul_in_the_connections_search_is_dropped_not_a_crash(demo: None, viewer: Client) -> None:
+    # PostgreSQL refuses a NUL in a query parameter: the search drops it instead.
+    def shown(url: str) -> list[str]:
+        response = viewer.get(url)
+        assert response.status_code == 200
+        page = parse(response.content)
+        return [
+            str(row.attrs["data-connection"])
+            for row in page.find_all(lambda e: "data-connection" in e.attrs)
+        ]
+
+    assert shown("/connections/?q=%00") == shown("/connections/")
+    assert shown("/connections/?q=cla%00ude") == ["anthropic-key", "claude-max-1", "claude-max-2"]
+
+
 def test_connections_page_past_the_end_shows_the_last_page(demo: None, viewer: Client) -> None:
     response = viewer.get("/connections/?page=99")
 
