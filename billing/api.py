@@ -225,8 +225,9 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
         price, created = services.upsert_price(data, actor=actor_of(request))
     except ValidationError as error:
         return validation_error_response(error)
-    book = services.load_price_book()
-    body = price_out(price, book, load_config().cheap_max_input_usd_per_mtok)
+    body = price_out(
+        price, services.price_book_for(price), load_config().cheap_max_input_usd_per_mtok
+    )
     return Status((201 if created else 200), body)
 
 

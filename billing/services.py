@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -222,9 +222,29 @@ def price_page(
     )
 
 
+def price_book_for(price: ModelPrice) -> PriceBook:
+    """Enough of the catalog to tier one row: the row and its provider's `*` row (one
+    query, whatever the table's size)."""
+    wildcard = ModelPrice.objects.filter(provider=price.provider, model=WILDCARD_MODEL)
+    return PriceBook([price.as_row(), *(row.as_row() for row in wildcard)])
+
+
+# In PlainPriceRow's order (billing.tiers).
+_BOOK_FIELDS = (
+    "provider",
+    "model",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "tier_override",
+    "needs_review",
+)
+
+
 def load_price_book() -> PriceBook:
-    """The whole price catalog, indexed for tiers and costs (one query)."""
-    return PriceBook(price.as_row() for price in ModelPrice.objects.all())
+    """The whole price catalog, indexed for tiers and costs (one query). The query's own
+    tuples, no object per row: every config change reloads it on the decision path, and
+    at 50,000 rows model instances cost about a second."""
+    return PriceBook(ModelPrice.objects.order_by().values_list(*_BOOK_FIELDS))
 
 
 def record_audit(
@@ -558,7 +578,7 @@ def _storable(rows: tuple[PriceRow, ...]) -> tuple[list[PriceRow], int]:
             text_problem(row.provider, limits.provider_max_length) is None
             and text_problem(row.model, limits.model_max_length) is None
         ):
-            kept.append(replace(row, input_usd_per_mtok=costs[0], output_usd_per_mtok=costs[1]))
+            kept.append(row._replace(input_usd_per_mtok=costs[0], output_usd_per_mtok=costs[1]))
     return kept, len(rows) - len(kept)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -304,10 +304,10 @@ def prices_context(
     deleting: int | None = None,
     notice: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One page of prices with their computed tier: settings, wildcard rows, the page,
-    the match count and the count awaiting review, five queries whatever the catalog
-    size. Pages are keyset (`?after=` / `?before=` a row's cursor), so the last of
-    50,000 rows costs what the first does. `?review=1` lists only rows needing review."""
+    """One page of prices with their computed tier: settings, wildcard rows, the page
+    and the counts (matching, awaiting review), four queries whatever the catalog size.
+    Pages are keyset (`?after=` / `?before=` a row's cursor), so the last of 50,000 rows
+    costs what the first does. `?review=1` lists only the rows that need review."""
     query = search_param(request)
     review_only = request.GET.get("review") == "1"
     position = {}
@@ -327,11 +327,16 @@ def prices_context(
         needs_review=True if review_only else None,
         cheap_max_input_usd_per_mtok=config.cheap_max_input_usd_per_mtok,
     )
-    matching = ModelPrice.objects.all()
+    # Both counts in one scan: the rows this page's filters match, and every row
+    # awaiting review (the filter link's figure).
+    matching = Q()
     if query:
-        matching = matching.filter(Q(provider__icontains=query) | Q(model__icontains=query))
+        matching &= Q(provider__icontains=query) | Q(model__icontains=query)
     if review_only:
-        matching = matching.filter(needs_review=True)
+        matching &= Q(needs_review=True)
+    counts = ModelPrice.objects.aggregate(
+        matching=Count("pk", filter=matching), review=Count("pk", filter=Q(needs_review=True))
+    )
     rows = page.rows
     views = [
         PriceRowView(
@@ -366,14 +371,14 @@ def prices_context(
     here = {name: request.GET[name] for name in ("after", "before") if position[name] is not None}
     return {
         "rows": views,
-        "count": matching.count(),
+        "count": counts["matching"],
         "next_params": urlencode({**params, "after": page.next_cursor}) if page.next_cursor else "",
         "previous_params": urlencode({**params, "before": page.previous_cursor})
         if page.previous_cursor
         else "",
         "query": query,
         "review_only": review_only,
-        "review_count": ModelPrice.objects.filter(needs_review=True).count(),
+        "review_count": counts["review"],
         "query_string": urlencode({**params, **here}),
         "search_params": urlencode(params),
         "editing": editing,

@@ -1007,19 +1007,20 @@ class SpendInput:
     occurred_at: datetime | None = None
 
 
-def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
-    """The rung a request landed on: billing of its connection, then the model's tier."""
-    catalog = billing_services.load_catalog()
+def spend_rung(
+    connection_id: str, provider: str, model: str, snapshot: Snapshot | None = None
+) -> Rung:
+    """The rung a request landed on: billing of its connection, then the model's tier
+    (from the cached snapshot the decisions use: no reload of a large price table)."""
+    if snapshot is None:
+        snapshot = current_snapshot(billing_services.change_counters()[0])
     connection = Connection.objects.filter(connection_id=connection_id).first()
     verdict = (
-        catalog.classify(connection.provider, connection.auth_type)
+        snapshot.catalog.classify(connection.provider, connection.auth_type)
         if connection is not None
         else UNCURATED_VERDICT
     )
-    config = load_config()
-    tier = billing_services.load_price_book().tier_of(
-        provider, model, config.cheap_max_input_usd_per_mtok
-    )
+    tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
     return rules.rung_for(verdict, tier)
 
 
@@ -1044,14 +1045,15 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
     existing = SpendEntry.objects.filter(request_id=data.request_id).first()
     if existing is not None:
         return existing, False
+    snapshot = current_snapshot(billing_services.change_counters()[0])
     cost = data.cost_usd
     is_computed = cost is None
     if cost is None:
-        cost = billing_services.load_price_book().cost_usd(
+        cost = snapshot.prices.cost_usd(
             data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
         )
     cost = _spend_cost(cost)
-    rung = spend_rung(data.connection_id, data.provider, data.model)
+    rung = spend_rung(data.connection_id, data.provider, data.model, snapshot)
     try:
         with transaction.atomic():
             entry = SpendEntry.objects.create(

@@ -408,9 +408,10 @@ def connection_table(
     catalog = Catalog(entry.as_row() for entry in entries)
     labels = {entry.pk: f"{entry.provider}/{entry.auth_type or '*'}" for entry in entries}
     config = services.load_config()
-    rungs_by_model = model_rungs(
-        services.registered_candidates(), billing_services.load_price_book(), config
-    )
+    # The decisions' cached price book (one counter query when warm): a poll every few
+    # seconds must not reload 50,000 price rows.
+    prices = services.current_snapshot(billing_services.change_counters()[0]).prices
+    rungs_by_model = model_rungs(services.registered_candidates(), prices, config)
     rows = [connection_row(c, catalog, config, rungs_by_model, now, labels) for c in connections]
     return ConnectionTable(rows=rows, config=config, page=page)
 

@@ -155,6 +155,8 @@ def test_a_cost_of_1000_usd_per_token_is_skipped_and_the_price_table_stays_reada
     assert _prices() == [("openai", "good", Decimal("1.000000"), Decimal("2.000000"))]
     gateway = make_token("gw", ApiToken.Scope.GATEWAY)
     assert api("get", "/api/v1/prices", gateway).status_code == 200
+    # Every pool answer reads the price table (the decision snapshot): still answered.
+    assert api("get", "/api/v1/pools/auto/thrifty", gateway).status_code == 200
 
 
 @pytest.mark.parametrize(
