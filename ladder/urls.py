@@ -1,9 +1,25 @@
 """Dashboard URLs of the ladder. Pages are GETs (query parameters select an edit or
 confirm state, so every state has a real URL); every write is a POST to its own URL."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from ladder import views
+
+
+class ConnectionIdConverter:
+    """A connection id as the API defines it; anything else (a NUL, which PostgreSQL
+    refuses) matches no URL, so it is a 404 and never a lookup."""
+
+    regex = r"[A-Za-z0-9._:@-]{1,128}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ConnectionIdConverter, "connection_id")
 
 app_name = "ladder"
 urlpatterns = [
@@ -12,15 +28,19 @@ urlpatterns = [
     # Before the connection pages: "add" is also a valid connection id, whose page this
     # URL still shows on a GET.
     path("connections/add/", views.connection_add_or_page, name="connection-add"),
-    path("connections/<str:connection_id>/", views.connection_detail, name="connection"),
+    path("connections/<connection_id:connection_id>/", views.connection_detail, name="connection"),
     path(
-        "connections/<str:connection_id>/refresh/",
+        "connections/<connection_id:connection_id>/refresh/",
         views.refresh_connection,
         name="connection-refresh",
     ),
-    path("connections/<str:connection_id>/edit/", views.connection_edit, name="connection-edit"),
     path(
-        "connections/<str:connection_id>/delete/",
+        "connections/<connection_id:connection_id>/edit/",
+        views.connection_edit,
+        name="connection-edit",
+    ),
+    path(
+        "connections/<connection_id:connection_id>/delete/",
         views.connection_delete,
         name="connection-delete",
     ),

@@ -44,6 +44,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from billing import services as billing_services
+from billing.bounds import without_bad_characters
 from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
@@ -426,9 +427,10 @@ def connection_table(
     catalog = Catalog(entry.as_row() for entry in entries)
     labels = {entry.pk: f"{entry.provider}/{entry.auth_type or '*'}" for entry in entries}
     config = services.load_config()
-    rungs_by_model = model_rungs(
-        services.registered_candidates(), billing_services.load_price_book(), config
-    )
+    # The decisions' cached price book (one counter query when warm): a poll every few
+    # seconds must not reload 50,000 price rows.
+    prices = services.current_snapshot(billing_services.change_counters()[0]).prices
+    rungs_by_model = model_rungs(services.registered_candidates(), prices, config)
     rows = [connection_row(c, catalog, config, rungs_by_model, now, labels) for c in connections]
     return ConnectionTable(rows=rows, config=config, page=page)
 
@@ -589,9 +591,15 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
 CONNECTIONS_TEMPLATE = "ladder/connections.html"
 
 
+def search_param(request: HttpRequest, name: str = "q") -> str:
+    """A search string from the query: control characters dropped (PostgreSQL refuses a
+    NUL in a parameter: `?q=%00` must search, never crash), at most 100 characters."""
+    return without_bad_characters(request.GET.get(name, "")).strip()[:100]
+
+
 def connections_context(request: HttpRequest, now: datetime) -> dict[str, Any]:
     """The connections page: one page of the table (search and page from the query)."""
-    search = request.GET.get("q", "").strip()[:100]
+    search = search_param(request)
     table = connection_table(now, search=search, page_number=request.GET.get("page"))
     page_number = table.page.number if table.page is not None else 1
     search_params = {"q": search} if search else {}

@@ -49,12 +49,12 @@ ADMIN = dict.fromkeys(ROLES, ADMIN_LOGIN)  # dashboard roles are not staff
 DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", ""): PAGE,
     ("GET", "connections/"): PAGE,
-    ("GET", "connections/<str:connection_id>/"): PAGE,
+    ("GET", "connections/<connection_id:connection_id>/"): PAGE,
     ("GET", "connections/add/"): PAGE,
     ("POST", "connections/add/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/refresh/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/edit/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/refresh/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/edit/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("GET", "settings/"): PAGE,
@@ -69,6 +69,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "prices/"): PAGE,
     ("POST", "prices/save/"): DASHBOARD_WRITE,
     ("POST", "prices/<int:price_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "prices/<int:price_id>/confirm-free/"): DASHBOARD_WRITE,
     ("POST", "prices/import/"): DASHBOARD_WRITE,
     ("GET", "accounts/login/"): PUBLIC,
     ("POST", "accounts/login/"): PUBLIC,
@@ -179,7 +180,7 @@ def _client_for(role: str, world: World) -> tuple[Client, dict[str, Any]]:
 
 def _url(route: str, ids: dict[str, str]) -> str:
     url = "/" + route
-    for converter in ("str", "int", "path"):
+    for converter in ("str", "int", "path", "connection_id"):
         for name, value in ids.items():
             url = url.replace(f"<{converter}:{name}>", value)
     return url.replace("{auto_id}", ids["auto_id"]).replace("{", "").replace("}", "")
