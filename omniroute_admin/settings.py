@@ -328,4 +328,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": _typed("LOG_LEVEL", env.str, "INFO")},
+    # httpx logs every request's full URL at INFO; a webhook URL's path can be its secret
+    # (Slack's is), so only its warnings are kept, whatever LOG_LEVEL says.
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }
