@@ -603,3 +603,20 @@ def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
     ).stdout
 
     assert output.strip() == "['ladder', 'ladder.notification_rules']"
+
+
+def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_else() -> None:
+    import re
+    import time
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "NOTIFICATIONS.md").read_text()
+    (snippet,) = re.findall(r"```python\n(.*?)```", docs, flags=re.DOTALL)
+    namespace: dict[str, Any] = {}
+    exec(snippet, namespace)  # the operator-facing code, exactly as documented
+    body = rules.json_body(MESSAGE)
+    headers = rules.signed_headers(MESSAGE, body, "whsec_docs-secret-0000", int(time.time()), 1)
+
+    assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body) is True
+    assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body + b" ") is False
+    assert namespace["is_authentic"]("whsec_other-secret-000", headers, body) is False
