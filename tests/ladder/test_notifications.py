@@ -688,3 +688,33 @@ def test_the_secret_and_the_url_path_reach_no_log_and_no_error(
     for secret in (WEBHOOK_SECRET, new_secret, "T0SECRETPATH"):
         assert not [text for text in texts if secret in text]
     assert delivery.error.startswith("ConnectError: ")
+
+
+def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_the_name(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    real_client = notifications.httpx.Client
+
+    def recording_client(**kwargs: Any) -> Any:
+        def answer(request: Any) -> Any:
+            seen.append(request)
+            return notifications.httpx.Response(204)
+
+        seen.append(kwargs)
+        return real_client(transport=notifications.httpx.MockTransport(answer), **kwargs)
+
+    monkeypatch.setattr(notifications.httpx, "Client", recording_client)
+    monkeypatch.setattr(
+        notifications, "resolve_host", lambda host, port: [ip_address("93.184.216.34")]
+    )
+    delivery = pending_for(make_webhook(url="https://hooks.example.com/services/T/B/X"))
+
+    notifications.deliver(str(delivery.delivery_id))
+
+    options, request = seen
+    assert (options["follow_redirects"], options["trust_env"]) == (False, False)
+    assert str(request.url) == "https://93.184.216.34/services/T/B/X"
+    assert request.headers["host"] == "hooks.example.com"
+    # httpcore takes sni_hostname as the TLS server name: SNI and the certificate check.
+    assert request.extensions["sni_hostname"] == "hooks.example.com"
