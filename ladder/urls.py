@@ -51,6 +51,24 @@ urlpatterns = [
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/create/", views.token_create, name="token-create"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
+    path("notifications/", views.notifications_page, name="notifications"),
+    path("notifications/webhooks/create/", views.webhook_create, name="webhook-create"),
+    path(
+        "notifications/webhooks/<int:webhook_id>/update/",
+        views.webhook_update,
+        name="webhook-update",
+    ),
+    path(
+        "notifications/webhooks/<int:webhook_id>/delete/",
+        views.webhook_delete,
+        name="webhook-delete",
+    ),
+    path("notifications/webhooks/<int:webhook_id>/test/", views.webhook_test, name="webhook-test"),
+    path(
+        "notifications/webhooks/<int:webhook_id>/rotate-secret/",
+        views.webhook_rotate_secret,
+        name="webhook-rotate-secret",
+    ),
     path("accounts/login/", views.login, name="login"),
     path("accounts/logout/", views.logout, name="logout"),
 ]

@@ -15,7 +15,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from billing.models import BillingCatalogEntry, ModelPrice
 from ladder.models import ApiToken, Candidate
 from omniroute_admin.api import api
-from tests.ladder.factories import make_candidate, make_connection, make_token
+from tests.ladder.factories import make_candidate, make_connection, make_token, make_webhook
 
 ROLES = ("anonymous", "viewer", "operator", "gateway_token", "operator_token")
 
@@ -62,6 +62,12 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "tokens/"): PAGE,
     ("POST", "tokens/create/"): DASHBOARD_WRITE,
     ("POST", "tokens/<int:token_id>/revoke/"): DASHBOARD_WRITE,
+    ("GET", "notifications/"): PAGE,
+    ("POST", "notifications/webhooks/create/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/update/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/test/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/rotate-secret/"): DASHBOARD_WRITE,
     ("GET", "catalog/"): PAGE,
     ("POST", "catalog/create/"): DASHBOARD_WRITE,
     ("POST", "catalog/<int:entry_id>/update/"): DASHBOARD_WRITE,
@@ -153,6 +159,7 @@ def world(db: None) -> World:
     gateway = make_token("gw", ApiToken.Scope.GATEWAY)
     operator = make_token("ops", ApiToken.Scope.OPERATOR)
     victim = ApiToken.objects.get(name="gw")
+    webhook = make_webhook()
     return World(
         tokens={"gateway_token": gateway, "operator_token": operator},
         ids={
@@ -161,6 +168,7 @@ def world(db: None) -> World:
             "entry_id": str(entry.pk),
             "price_id": str(price.pk),
             "candidate_id": str(candidate.pk),
+            "webhook_id": str(webhook.pk),
             "auto_id": "auto/thrifty",
         },
     )

@@ -741,6 +741,7 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
         "Catalog",
         "Prices",
         "Settings",
+        "Notifications",
         "API tokens",
         "What-if report",
     ]
