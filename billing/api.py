@@ -5,12 +5,21 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest
-from ninja import Router, Status
+from django.http import HttpRequest, HttpResponse
+from ninja import Query, Router, Status
 
 from billing import services
 from billing.models import BillingCatalogEntry, ModelPrice
-from billing.schemas import Detail, EntryIn, EntryOut, PriceIn, PriceOut
+from billing.schemas import (
+    PRICES_DEFAULT_LIMIT,
+    PRICES_MAX_LIMIT,
+    Detail,
+    EntryIn,
+    EntryOut,
+    PriceFilters,
+    PriceIn,
+    PriceOut,
+)
 from billing.tiers import PriceBook
 from ladder.services import load_config
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
@@ -18,6 +27,7 @@ from omniroute_admin.errors import (
     BODY_ERRORS,
     GATEWAY_ERRORS,
     OPERATOR_ERRORS,
+    PATH_ERRORS,
     validation_error_response,
 )
 
@@ -121,22 +131,79 @@ def price_out(price: ModelPrice, book: PriceBook, cheap_max: Decimal) -> dict[st
         "input_usd_per_mtok": float(price.input_usd_per_mtok),
         "output_usd_per_mtok": float(price.output_usd_per_mtok),
         "tier_override": price.tier_override or None,
+        "source": price.source,
+        "needs_review": price.needs_review,
         "tier": book.tier_of(price.provider, price.model, cheap_max).value,
     }
 
 
+PRICES_DESCRIPTION = f"""Model prices (USD per million tokens) with their economic tier, \
+in (provider, model) order, one page at a time.
+
+`limit` rows per page (default {PRICES_DEFAULT_LIMIT}, at most \
+{PRICES_MAX_LIMIT}). When more rows follow, the response carries the next page's \
+cursor in the `X-Next-Cursor` header and a `Link: <...>; rel="next"` header with the \
+full URL of the next page (same filters); the last page has neither. Send the cursor \
+back as `cursor` with the same filters; it is opaque (a position, not an offset: rows \
+added or deleted meanwhile shift nothing). Filters: `provider` (exact), `q` (provider \
+or model contains, case-insensitive), `tier` (the computed tier), `needs_review`.
+"""
+
+
 @router.get(
     "/prices",
-    response={200: list[PriceOut], **GATEWAY_ERRORS},
+    response={200: list[PriceOut], **PATH_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
-    summary="List prices",
+    summary="List prices (paginated)",
+    description=PRICES_DESCRIPTION,
+    openapi_extra={
+        "responses": {
+            # An int, as ninja keys its responses: the headers merge into its 200.
+            200: {
+                "headers": {
+                    "X-Next-Cursor": {
+                        "description": "The next page's cursor; absent on the last page.",
+                        "schema": {"type": "string"},
+                    },
+                    "Link": {
+                        "description": 'The next page\'s URL, as `<url>; rel="next"`.',
+                        "schema": {"type": "string"},
+                    },
+                },
+            }
+        }
+    },
 )
-def list_prices(request: HttpRequest) -> list[dict[str, object]]:
-    """Every model price (USD per million tokens) with its economic tier."""
-    prices = list(ModelPrice.objects.all())
-    book = PriceBook(price.as_row() for price in prices)
+def list_prices(
+    request: HttpRequest,
+    response: HttpResponse,
+    filters: Query[PriceFilters],
+) -> object:
+    """One page of model prices with their economic tier."""
+    try:
+        position = services.decode_price_cursor(filters.cursor)
+    except ValueError as error:
+        return Status(
+            422,
+            {"detail": [{"loc": ["query", "cursor"], "msg": str(error), "type": "value_error"}]},
+        )
     cheap_max = load_config().cheap_max_input_usd_per_mtok
-    return [price_out(price, book, cheap_max) for price in prices]
+    page = services.price_page(
+        limit=filters.limit,
+        after=position,
+        provider=filters.provider,
+        query=filters.q,
+        tier=filters.tier,
+        needs_review=filters.needs_review,
+        cheap_max_input_usd_per_mtok=cheap_max,
+    )
+    if page.next_cursor is not None:
+        response["X-Next-Cursor"] = page.next_cursor
+        next_query = request.GET.copy()
+        next_query["cursor"] = page.next_cursor
+        # Relative to the request's own URL (RFC 8288), so a proxy's host and scheme hold.
+        response["Link"] = f'<{request.path}?{next_query.urlencode()}>; rel="next"'
+    return [price_out(price, page.book, cheap_max) for price in page.rows]
 
 
 @router.post(
@@ -158,8 +225,9 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
         price, created = services.upsert_price(data, actor=actor_of(request))
     except ValidationError as error:
         return validation_error_response(error)
-    book = services.load_price_book()
-    body = price_out(price, book, load_config().cheap_max_input_usd_per_mtok)
+    body = price_out(
+        price, services.price_book_for(price), load_config().cheap_max_input_usd_per_mtok
+    )
     return Status((201 if created else 200), body)
 
 

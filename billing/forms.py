@@ -3,7 +3,6 @@ again (and own the uniqueness rules); these give the browser field-level message
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 
 from django import forms
@@ -15,11 +14,14 @@ from billing.models import (
     PROVIDER_MAX_LENGTH,
     REASON_MAX_LENGTH,
 )
-from billing.services import CatalogInput, PriceInput
+from billing.price_import import (
+    MAX_PRICE_FILE_BYTES,
+    PriceFileError,
+    parse_provider_map,
+    split_provider_map,
+)
+from billing.services import CatalogInput, PriceInput, price_limits
 from billing.tiers import Tier
-
-# A price file is a few MB; anything far larger is a mistake, refused before parsing.
-MAX_PRICE_FILE_BYTES = 32 * 1024 * 1024
 
 
 class CatalogEntryForm(forms.Form):
@@ -103,12 +105,9 @@ class PriceFileForm(forms.Form):
         return upload
 
     def clean_provider_map(self) -> dict[str, str]:
-        mapping: dict[str, str] = {}
-        for pair in re.split(r"[\s,]+", self.cleaned_data["provider_map"].strip()):
-            if not pair:
-                continue
-            source, sep, target = pair.partition("=")
-            if not sep or not source or not target:
-                raise forms.ValidationError(f"Use SOURCE=PROVIDER pairs; {pair!r} is not one.")
-            mapping[source] = target
-        return mapping
+        try:
+            return parse_provider_map(
+                split_provider_map(self.cleaned_data["provider_map"]), price_limits()
+            )
+        except PriceFileError as error:
+            raise forms.ValidationError(str(error)) from error

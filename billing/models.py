@@ -78,6 +78,10 @@ class BillingCatalogEntry(models.Model):
 class ModelPrice(models.Model):
     """USD per million tokens for one model of a provider; model `*` prices the rest."""
 
+    class Source(models.TextChoices):
+        MANUAL = "manual"  # entered by an operator (the API, the dashboard)
+        IMPORT = "import"  # loaded from a price file
+
     provider = models.CharField(max_length=PROVIDER_MAX_LENGTH)
     model = models.CharField(max_length=MODEL_MAX_LENGTH, help_text="`*` = every other model.")
     input_usd_per_mtok = models.DecimalField(
@@ -89,11 +93,25 @@ class ModelPrice(models.Model):
     tier_override = models.CharField(
         max_length=8, null=True, blank=True, choices=[(t.value, t.value) for t in Tier]
     )
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.MANUAL)
+    needs_review = models.BooleanField(
+        default=False,
+        help_text="An imported zero price: not evidence of free, so it is tiered as unpriced "
+        "until an operator confirms it (a `free` override, or entering it by hand).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.CharField(max_length=150, null=True, blank=True)
 
     class Meta:
         ordering = ("provider", "model")
+        indexes = (
+            # The dashboard's "needs review" list, in page order, without a scan.
+            models.Index(
+                fields=("provider", "model"),
+                condition=Q(needs_review=True),
+                name="price_needs_review",
+            ),
+        )
         constraints = (
             models.UniqueConstraint(fields=("provider", "model"), name="price_one_row_per_model"),
             models.CheckConstraint(
@@ -113,6 +131,7 @@ class ModelPrice(models.Model):
             input_usd_per_mtok=self.input_usd_per_mtok,
             output_usd_per_mtok=self.output_usd_per_mtok,
             tier_override=Tier(self.tier_override) if self.tier_override else None,
+            needs_review=self.needs_review,
         )
 
 

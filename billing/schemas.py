@@ -129,7 +129,50 @@ class PriceOut(Schema):
     input_usd_per_mtok: float
     output_usd_per_mtok: float
     tier_override: TierLiteral | None
+    source: Literal["manual", "import"] = Field(
+        description="manual: entered by an operator; import: loaded from a price file."
+    )
+    needs_review: bool = Field(
+        description="An imported zero awaiting an operator: tiered as unpriced (premium, "
+        "$5/$15) until confirmed with a `free` override or entered by hand."
+    )
     tier: TierLiteral
+
+
+# Query text: no control characters (PostgreSQL refuses NUL in a parameter).
+NO_CONTROL = r"^[^\x00-\x1f\x7f]*$"
+
+
+ProviderFilter = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=PROVIDER_MAX_LENGTH, pattern=NO_CONTROL
+    ),
+]
+PRICES_DEFAULT_LIMIT = 100
+PRICES_MAX_LIMIT = 500
+
+
+class PriceFilters(Schema):
+    """The query of `GET /prices`: one page, and optional filters."""
+
+    limit: int = Field(
+        default=PRICES_DEFAULT_LIMIT,
+        ge=1,
+        le=PRICES_MAX_LIMIT,
+        description=f"Rows per page (at most {PRICES_MAX_LIMIT}).",
+    )
+    cursor: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        default=None, description="From the previous page's `X-Next-Cursor` header."
+    )
+    provider: ProviderFilter | None = Field(default=None, description="Only this provider's rows.")
+    q: Annotated[str, StringConstraints(max_length=100, pattern=NO_CONTROL)] | None = Field(
+        default=None, description="Provider or model contains this (case-insensitive)."
+    )
+    tier: TierLiteral | None = Field(default=None, description="Only rows of this computed tier.")
+    needs_review: bool | None = Field(
+        default=None, description="true: only rows awaiting review; false: only the others."
+    )
 
 
 class Detail(Schema):

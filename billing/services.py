@@ -3,6 +3,8 @@ together with their audit rows in one transaction."""
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -10,9 +12,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Case, CharField, F, Q, Value, When
 from django.utils import timezone
 
+from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
 from billing.classify import NO_AUTH, Billing, Catalog, Overage
 from billing.models import (
     AUTH_TYPE_MAX_LENGTH,
@@ -24,8 +27,20 @@ from billing.models import (
     ChangeCounter,
     ModelPrice,
 )
-from billing.price_import import ParsedPriceFile
-from billing.tiers import PriceBook, Tier
+from billing.price_import import (
+    ParsedPriceFile,
+    PriceLimits,
+    decode_price_file,
+    parse_price_file,
+)
+from billing.tiers import (
+    ASSUMED_INPUT_USD_PER_MTOK,
+    WILDCARD_MODEL,
+    PriceBook,
+    PriceRow,
+    Tier,
+    tier_for_input_price,
+)
 
 
 class Conflict(Exception):
@@ -55,7 +70,16 @@ class ImportCounts:
     created: int
     updated: int
     unchanged: int
-    skipped: int
+    skipped: int  # not chat models, or no price
+    invalid: int = 0  # malformed or out of range: skipped, never stored
+    needs_review: int = 0  # the file's rows stored as needing review (imported zeros)
+
+    def summary(self) -> str:
+        """One line for the command's output and the dashboard's message."""
+        return (
+            f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}, "
+            f"skipped {self.skipped}, invalid {self.invalid}, need review {self.needs_review}"
+        )
 
 
 def bump(counter: str) -> None:
@@ -76,9 +100,151 @@ def load_catalog() -> Catalog:
     return Catalog(entry.as_row() for entry in BillingCatalogEntry.objects.all())
 
 
+# --- one page of prices (the API's keyset pagination) -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PricePage:
+    rows: list[ModelPrice]
+    book: PriceBook  # the page's rows and their providers' `*` rows: enough for each tier
+    next_cursor: str | None
+    previous_cursor: str | None = None  # set when the page was asked for `before` a row
+
+
+def encode_price_cursor(price: ModelPrice) -> str:
+    """An opaque cursor: the (provider, model) position after which the next page starts."""
+    text = json.dumps([price.provider, price.model], ensure_ascii=True, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def decode_price_cursor(cursor: str | None) -> tuple[str, str] | None:
+    """The position a cursor names, or ValueError when this API did not give it out."""
+    if cursor is None:
+        return None
+    refused = ValueError("Not a cursor this API gave out; start again without one.")
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        position = json.loads(raw.decode("ascii"))
+    except (ValueError, RecursionError):
+        raise refused from None
+    if (
+        not isinstance(position, list)
+        or len(position) != 2
+        or not all(isinstance(part, str) for part in position)
+        or text_problem(position[0], PROVIDER_MAX_LENGTH) is not None
+        or text_problem(position[1], MODEL_MAX_LENGTH) is not None
+    ):
+        raise refused
+    return position[0], position[1]
+
+
+def tier_expression(
+    cheap_max_input_usd_per_mtok: Decimal, wildcard_overrides: dict[str, str]
+) -> Case:
+    """A row's tier in SQL, for filtering by it: exactly `PriceBook.tier_of` for a row
+    that exists (its override, its provider's `*` override, else its price; a row
+    awaiting review is priced as unpriced). The `*` overrides come in as plain values
+    (one row per provider at most), so the expression is per row: no subquery."""
+    assumed = tier_for_input_price(ASSUMED_INPUT_USD_PER_MTOK, cheap_max_input_usd_per_mtok)
+    by_override: dict[str, list[str]] = {}
+    for provider, override in wildcard_overrides.items():
+        by_override.setdefault(override, []).append(provider)
+    return Case(
+        When(Q(tier_override__isnull=False) & ~Q(tier_override=""), then=F("tier_override")),
+        *(
+            When(provider__in=sorted(providers), then=Value(override))
+            for override, providers in sorted(by_override.items())
+        ),
+        When(needs_review=True, then=Value(assumed.value)),
+        When(input_usd_per_mtok__lte=0, then=Value(Tier.FREE.value)),
+        When(input_usd_per_mtok__lte=cheap_max_input_usd_per_mtok, then=Value(Tier.CHEAP.value)),
+        default=Value(Tier.PREMIUM.value),
+        output_field=CharField(),
+    )
+
+
+def price_page(
+    *,
+    limit: int,
+    after: tuple[str, str] | None = None,
+    before: tuple[str, str] | None = None,
+    provider: str | None = None,
+    query: str | None = None,
+    tier: str | None = None,
+    needs_review: bool | None = None,
+    cheap_max_input_usd_per_mtok: Decimal,
+) -> PricePage:
+    """One page of prices in (provider, model) order after (or before) a position: two
+    queries whatever the table's size (the providers' `*` rows, then the page). Keyset,
+    not an offset, so the last page costs what the first does."""
+    # At most one `*` row per provider: they decide the tiers of the page's rows.
+    wildcards = list(ModelPrice.objects.filter(model=WILDCARD_MODEL))
+    backwards = before is not None
+    prices = ModelPrice.objects.order_by(
+        *(("-provider", "-model") if backwards else ("provider", "model"))
+    )
+    # (provider, model) > (p, m), spelled so the unique index serves it: the redundant
+    # `provider >= p` gives the planner a range to start the index scan at.
+    if after is not None:
+        prices = prices.filter(provider__gte=after[0]).filter(
+            Q(provider__gt=after[0]) | Q(provider=after[0], model__gt=after[1])
+        )
+    if before is not None:
+        prices = prices.filter(provider__lte=before[0]).filter(
+            Q(provider__lt=before[0]) | Q(provider=before[0], model__lt=before[1])
+        )
+    if provider is not None:
+        prices = prices.filter(provider=provider)
+    if query:
+        prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
+    if needs_review is not None:
+        prices = prices.filter(needs_review=needs_review)
+    if tier is not None:
+        overrides = {w.provider: w.tier_override for w in wildcards if w.tier_override}
+        prices = prices.annotate(
+            computed_tier=tier_expression(cheap_max_input_usd_per_mtok, overrides)
+        ).filter(computed_tier=tier)
+    rows = list(prices[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if backwards:
+        rows.reverse()
+    book = PriceBook([row.as_row() for row in rows] + [w.as_row() for w in wildcards])
+    # Going backwards, the row the page was asked before follows it; going forwards,
+    # rows precede a page asked for after one.
+    has_next = bool(rows) and (backwards or more)
+    has_previous = bool(rows) and (more if backwards else after is not None)
+    return PricePage(
+        rows=rows,
+        book=book,
+        next_cursor=encode_price_cursor(rows[-1]) if has_next else None,
+        previous_cursor=encode_price_cursor(rows[0]) if has_previous else None,
+    )
+
+
+def price_book_for(price: ModelPrice) -> PriceBook:
+    """Enough of the catalog to tier one row: the row and its provider's `*` row (one
+    query, whatever the table's size)."""
+    wildcard = ModelPrice.objects.filter(provider=price.provider, model=WILDCARD_MODEL)
+    return PriceBook([price.as_row(), *(row.as_row() for row in wildcard)])
+
+
+# In PlainPriceRow's order (billing.tiers).
+_BOOK_FIELDS = (
+    "provider",
+    "model",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+    "tier_override",
+    "needs_review",
+)
+
+
 def load_price_book() -> PriceBook:
-    """The whole price catalog, indexed for tiers and costs (one query)."""
-    return PriceBook(price.as_row() for price in ModelPrice.objects.all())
+    """The whole price catalog, indexed for tiers and costs (one query). The query's own
+    tuples, no object per row: every config change reloads it on the decision path, and
+    at 50,000 rows model instances cost about a second."""
+    return PriceBook(ModelPrice.objects.order_by().values_list(*_BOOK_FIELDS))
 
 
 def record_audit(
@@ -122,18 +288,29 @@ def price_snapshot(price: ModelPrice) -> dict[str, Any]:
         "input_usd_per_mtok": str(price.input_usd_per_mtok),
         "output_usd_per_mtok": str(price.output_usd_per_mtok),
         "tier_override": price.tier_override,
+        "source": price.source,
+        "needs_review": price.needs_review,
     }
 
 
-def _clean_text(value: str, field: str, max_length: int, errors: dict[str, list[str]]) -> str:
+def _clean_text(
+    value: str,
+    field: str,
+    max_length: int,
+    errors: dict[str, list[str]],
+    *,
+    multiline: bool = False,
+) -> str:
     text = value.strip()
-    if not text:
-        errors.setdefault(field, []).append("This field must not be empty.")
-    elif len(text) > max_length:
-        errors.setdefault(field, []).append(f"At most {max_length} characters.")
-    elif "\x00" in text:
-        errors.setdefault(field, []).append("NUL characters are not allowed.")
+    # Line breaks and tabs are fine in a free-text reason, never in a name.
+    checked = text.translate(_WHITESPACE_AS_SPACE) if multiline else text
+    problem = text_problem(checked, max_length)
+    if problem is not None:
+        errors.setdefault(field, []).append(problem)
     return text
+
+
+_WHITESPACE_AS_SPACE = str.maketrans("\t\n\r", "   ")
 
 
 def clean_catalog_input(data: CatalogInput) -> CatalogInput:
@@ -149,7 +326,7 @@ def clean_catalog_input(data: CatalogInput) -> CatalogInput:
             errors.setdefault("auth_type", []).append(
                 "The no-auth path ('none') is keyless by rule and never consults the catalog."
             )
-    reason = _clean_text(data.reason, "reason", REASON_MAX_LENGTH, errors)
+    reason = _clean_text(data.reason, "reason", REASON_MAX_LENGTH, errors, multiline=True)
     if data.billing not in {b.value for b in Billing}:
         errors.setdefault("billing", []).append(f"Unknown billing class {data.billing!r}.")
     if data.overage not in {o.value for o in Overage}:
@@ -265,17 +442,26 @@ def delete_catalog_entry(entry_id: int, *, actor: str) -> None:
         )
 
 
+def price_limits() -> PriceLimits:
+    """What the price table stores, from its model fields (for the price-file parser)."""
+    return PriceLimits(
+        provider_max_length=PROVIDER_MAX_LENGTH,
+        model_max_length=MODEL_MAX_LENGTH,
+        usd_per_mtok=bounds_of(ModelPrice, "input_usd_per_mtok"),
+    )
+
+
 def clean_price_input(data: PriceInput) -> PriceInput:
     """Normalise and validate a price write; raises ValidationError naming each field."""
     errors: dict[str, list[str]] = {}
     provider = _clean_text(data.provider, "provider", PROVIDER_MAX_LENGTH, errors)
     model = _clean_text(data.model, "model", MODEL_MAX_LENGTH, errors)
+    costs: dict[str, Decimal] = {}
     for field in ("input_usd_per_mtok", "output_usd_per_mtok"):
-        value: Decimal = getattr(data, field)
-        if not value.is_finite() or value < 0:
-            errors.setdefault(field, []).append("Must be a finite number >= 0.")
-        elif value >= Decimal("100000000"):
-            errors.setdefault(field, []).append("Must be below 100,000,000 USD per million tokens.")
+        try:
+            costs[field] = fit_decimal(getattr(data, field), bounds_of(ModelPrice, field))
+        except OutOfRange as error:
+            errors.setdefault(field, []).append(f"{error} (USD per million tokens)")
     if data.tier_override is not None and data.tier_override not in {t.value for t in Tier}:
         errors.setdefault("tier_override", []).append(f"Unknown tier {data.tier_override!r}.")
     if errors:
@@ -283,14 +469,15 @@ def clean_price_input(data: PriceInput) -> PriceInput:
     return PriceInput(
         provider,
         model,
-        data.input_usd_per_mtok.quantize(Decimal("0.000001")),
-        data.output_usd_per_mtok.quantize(Decimal("0.000001")),
+        costs["input_usd_per_mtok"],
+        costs["output_usd_per_mtok"],
         data.tier_override,
     )
 
 
 def upsert_price(data: PriceInput, *, actor: str) -> tuple[ModelPrice, bool]:
-    """Create or update the price of (provider, model) with its audit row; (price, created)."""
+    """Create or update the price of (provider, model) with its audit row; (price, created).
+    A price entered by hand is `manual` and known: even a zero is free, no review needed."""
     data = clean_price_input(data)
     with transaction.atomic():
         price = (
@@ -304,6 +491,8 @@ def upsert_price(data: PriceInput, *, actor: str) -> tuple[ModelPrice, bool]:
         price.input_usd_per_mtok = data.input_usd_per_mtok
         price.output_usd_per_mtok = data.output_usd_per_mtok
         price.tier_override = data.tier_override
+        price.source = ModelPrice.Source.MANUAL
+        price.needs_review = False
         price.updated_by = actor
         price.save()
         bump(ChangeCounter.CONFIG)
@@ -335,10 +524,70 @@ def delete_price(price_id: int, *, actor: str) -> None:
         )
 
 
+def confirm_free(price_id: int, *, actor: str) -> ModelPrice:
+    """An operator confirms that a row awaiting review is free: a `free` override, the
+    review cleared, audited, the config counter moved. DoesNotExist when it is gone."""
+    with transaction.atomic():
+        price = ModelPrice.objects.select_for_update().get(pk=price_id)
+        before = price_snapshot(price)
+        price.tier_override = Tier.FREE.value
+        price.needs_review = False
+        price.updated_by = actor
+        price.save()
+        bump(ChangeCounter.CONFIG)
+        record_audit(
+            target_type="price",
+            target_id=price.pk,
+            action=AuditEntry.Action.UPDATE,
+            actor=actor,
+            before=before,
+            after=price_snapshot(price),
+        )
+    return price
+
+
+def imported_needs_review(
+    input_usd_per_mtok: Decimal, output_usd_per_mtok: Decimal, tier_override: str | None
+) -> bool:
+    """Whether an imported price awaits review: both costs zero (price maps write zero
+    where they do not know a price) and no operator's `free` override confirms it."""
+    return input_usd_per_mtok == 0 and output_usd_per_mtok == 0 and tier_override != Tier.FREE
+
+
+def import_price_file(raw: bytes, provider_map: dict[str, str], *, actor: str) -> ImportCounts:
+    """Read, parse and import a price file: PriceFileError (nothing written) when it
+    cannot be read; malformed rows are skipped and counted."""
+    parsed = parse_price_file(decode_price_file(raw), provider_map, limits=price_limits())
+    return import_prices(parsed, actor=actor)
+
+
+def _storable(rows: tuple[PriceRow, ...]) -> tuple[list[PriceRow], int]:
+    """The rows that fit the price table (checked again here, whoever parsed them: a
+    value beyond a column would break every later read of it), and how many did not."""
+    limits = price_limits()
+    kept: list[PriceRow] = []
+    for row in rows:
+        try:
+            costs = (
+                fit_decimal(row.input_usd_per_mtok, limits.usd_per_mtok),
+                fit_decimal(row.output_usd_per_mtok, limits.usd_per_mtok),
+            )
+        except OutOfRange:
+            continue
+        if (
+            text_problem(row.provider, limits.provider_max_length) is None
+            and text_problem(row.model, limits.model_max_length) is None
+        ):
+            kept.append(row._replace(input_usd_per_mtok=costs[0], output_usd_per_mtok=costs[1]))
+    return kept, len(rows) - len(kept)
+
+
 def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
-    """Upsert every parsed row in one transaction (all or nothing), auditing each change."""
+    """Upsert every parsed row in one transaction (all or nothing), auditing each change.
+    An imported zero/zero row is stored as needing review (tiered as unpriced)."""
     now = timezone.now()
-    created = updated = unchanged = 0
+    created = updated = unchanged = needs_review = 0
+    rows, invalid = _storable(parsed.rows)
     with transaction.atomic():
         existing = {
             (price.provider, price.model): price
@@ -347,15 +596,21 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
         to_create: list[ModelPrice] = []
         to_update: list[ModelPrice] = []
         audits: list[AuditEntry] = []
-        for row in parsed.rows:
+        for row in rows:
             price = existing.get((row.provider, row.model))
             if price is None:
+                review = imported_needs_review(
+                    row.input_usd_per_mtok, row.output_usd_per_mtok, None
+                )
+                needs_review += review
                 to_create.append(
                     ModelPrice(
                         provider=row.provider,
                         model=row.model,
                         input_usd_per_mtok=row.input_usd_per_mtok,
                         output_usd_per_mtok=row.output_usd_per_mtok,
+                        source=ModelPrice.Source.IMPORT,
+                        needs_review=review,
                         updated_by=actor,
                     )
                 )
@@ -364,11 +619,18 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
                 row.input_usd_per_mtok,
                 row.output_usd_per_mtok,
             ):
+                # The same price again: an operator's confirmation or hand entry stands.
                 unchanged += 1
+                needs_review += price.needs_review
                 continue
             before = price_snapshot(price)
             price.input_usd_per_mtok = row.input_usd_per_mtok
             price.output_usd_per_mtok = row.output_usd_per_mtok
+            price.source = ModelPrice.Source.IMPORT
+            price.needs_review = imported_needs_review(
+                row.input_usd_per_mtok, row.output_usd_per_mtok, price.tier_override
+            )
+            needs_review += price.needs_review
             price.updated_by = actor
             price.updated_at = now
             to_update.append(price)
@@ -398,7 +660,14 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
             )
         ModelPrice.objects.bulk_update(
             to_update,
-            ["input_usd_per_mtok", "output_usd_per_mtok", "updated_by", "updated_at"],
+            [
+                "input_usd_per_mtok",
+                "output_usd_per_mtok",
+                "source",
+                "needs_review",
+                "updated_by",
+                "updated_at",
+            ],
             batch_size=500,
         )
         updated = len(to_update)
@@ -406,5 +675,10 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
         if audits:
             bump(ChangeCounter.CONFIG)
     return ImportCounts(
-        created=created, updated=updated, unchanged=unchanged, skipped=parsed.skipped
+        created=created,
+        updated=updated,
+        unchanged=unchanged,
+        skipped=parsed.skipped,
+        invalid=parsed.invalid + invalid,
+        needs_review=needs_review,
     )

@@ -14,5 +14,10 @@ urlpatterns = [
     path("prices/", views.prices, name="prices"),
     path("prices/save/", views.price_save, name="price-save"),
     path("prices/<int:price_id>/delete/", views.price_delete, name="price-delete"),
+    path(
+        "prices/<int:price_id>/confirm-free/",
+        views.price_confirm_free,
+        name="price-confirm-free",
+    ),
     path("prices/import/", views.price_import, name="price-import"),
 ]

@@ -6,14 +6,12 @@ Access and response headers come from the dashboard's decorators in `ladder.view
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -24,11 +22,17 @@ from billing import services
 from billing.classify import Catalog
 from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
-from billing.price_import import PriceFileError, parse_price_file
-from billing.tiers import WILDCARD_MODEL, PriceBook
+from billing.price_import import PriceFileError
 from ladder.models import Connection
 from ladder.services import load_config
-from ladder.views import HtmxHttpRequest, done, operator_required, render, viewer_required
+from ladder.views import (
+    HtmxHttpRequest,
+    done,
+    operator_required,
+    render,
+    search_param,
+    viewer_required,
+)
 
 CATALOG_TEMPLATE = "billing/catalog.html"
 PRICES_TEMPLATE = "billing/prices.html"
@@ -300,22 +304,46 @@ def prices_context(
     deleting: int | None = None,
     notice: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One page of prices with their computed tier (settings, wildcard rows, count and
-    page: four queries whatever the catalog size)."""
-    query = request.GET.get("q", "").strip()[:100]
-    prices = ModelPrice.objects.order_by("provider", "model")
-    if query:
-        prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
-    page = Paginator(prices, PRICES_PER_PAGE).get_page(request.GET.get("page"))
+    """One page of prices with their computed tier: settings, wildcard rows, the page
+    and the counts (matching, awaiting review), four queries whatever the catalog size.
+    Pages are keyset (`?after=` / `?before=` a row's cursor), so the last of 50,000 rows
+    costs what the first does. `?review=1` lists only the rows that need review."""
+    query = search_param(request)
+    review_only = request.GET.get("review") == "1"
+    position = {}
+    for name in ("after", "before"):
+        try:
+            position[name] = services.decode_price_cursor(request.GET.get(name))
+        except ValueError:  # a stale or hand-made link: start from the first page
+            position[name] = None
+    if position["after"] is not None:
+        position["before"] = None
     config = load_config()
-    rows = list(page.object_list)
-    # A model's tier can come from its provider's `*` row (price or override).
-    wildcards = ModelPrice.objects.filter(model=WILDCARD_MODEL)
-    book = PriceBook([price.as_row() for price in rows] + [w.as_row() for w in wildcards])
+    page = services.price_page(
+        limit=PRICES_PER_PAGE,
+        after=position["after"],
+        before=position["before"],
+        query=query or None,
+        needs_review=True if review_only else None,
+        cheap_max_input_usd_per_mtok=config.cheap_max_input_usd_per_mtok,
+    )
+    # Both counts in one scan: the rows this page's filters match, and every row
+    # awaiting review (the filter link's figure).
+    matching = Q()
+    if query:
+        matching &= Q(provider__icontains=query) | Q(model__icontains=query)
+    if review_only:
+        matching &= Q(needs_review=True)
+    counts = ModelPrice.objects.aggregate(
+        matching=Count("pk", filter=matching), review=Count("pk", filter=Q(needs_review=True))
+    )
+    rows = page.rows
     views = [
         PriceRowView(
             price,
-            book.tier_of(price.provider, price.model, config.cheap_max_input_usd_per_mtok).value,
+            page.book.tier_of(
+                price.provider, price.model, config.cheap_max_input_usd_per_mtok
+            ).value,
         )
         for price in rows
     ]
@@ -337,11 +365,21 @@ def prices_context(
                 },
             )
     params = {"q": query} if query else {}
+    if review_only:
+        params["review"] = "1"
+    # The page's own position, so an edit or a delete comes back to the same page.
+    here = {name: request.GET[name] for name in ("after", "before") if position[name] is not None}
     return {
-        "page": page,
         "rows": views,
+        "count": counts["matching"],
+        "next_params": urlencode({**params, "after": page.next_cursor}) if page.next_cursor else "",
+        "previous_params": urlencode({**params, "before": page.previous_cursor})
+        if page.previous_cursor
+        else "",
         "query": query,
-        "query_string": urlencode({**params, "page": str(page.number)}),
+        "review_only": review_only,
+        "review_count": counts["review"],
+        "query_string": urlencode({**params, **here}),
         "search_params": urlencode(params),
         "editing": editing,
         "deleting": deleting,
@@ -416,32 +454,44 @@ def price_delete(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
 
 @require_POST
 @operator_required
+def price_confirm_free(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
+    """Confirm that a price awaiting review is free (a `free` override; audited)."""
+    try:
+        price = services.confirm_free(price_id, actor=request.user.get_username())
+    except ModelPrice.DoesNotExist:
+        return _prices(request, 404, notice=_error("That price was deleted meanwhile."))
+    message = f"Confirmed {price.provider}/{price.model} as free."
+    return done(
+        request,
+        message,
+        reverse("billing:prices") + "?" + urlencode({"review": "1"}),
+        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
+    )
+
+
+@require_POST
+@operator_required
 def price_import(request: HtmxHttpRequest) -> HttpResponseBase:
-    """Import a price file in one transaction: all rows or, on any error, none."""
+    """Import a price file in one transaction. Malformed rows are skipped and counted,
+    imported zeros flagged for review; a file that cannot be read changes nothing."""
     form = PriceFileForm(request.POST, request.FILES)
     error: str | None = None
     counts: services.ImportCounts | None = None
     if form.is_valid():
         upload = form.cleaned_data["file"]
         try:
-            data = json.loads(upload.read().decode("utf-8"))
-            parsed = parse_price_file(data, form.cleaned_data["provider_map"])
-        except (UnicodeDecodeError, json.JSONDecodeError) as problem:
-            error = f"{upload.name} is not valid JSON: {problem}. Nothing was imported."
+            counts = services.import_price_file(
+                upload.read(), form.cleaned_data["provider_map"], actor=request.user.get_username()
+            )
         except PriceFileError as problem:
-            error = f"{upload.name}: {problem}. Nothing was imported."
-        else:
-            counts = services.import_prices(parsed, actor=request.user.get_username())
+            error = f"{upload.name}: {problem} Nothing was imported."
     if counts is None:
         context = prices_context(request)
         context.update(file_form=form, import_error=error)
         return render(
             request, PRICES_TEMPLATE, context, partials=("price-import", "price-table"), status=422
         )
-    message = (
-        f"Imported: {counts.created} created, {counts.updated} updated, "
-        f"{counts.unchanged} unchanged, {counts.skipped} skipped."
-    )
+    message = f"Imported: {counts.summary()}."
     if not request.htmx:
         return done(
             request, message, reverse("billing:prices"), render_partial=lambda: _prices(request)

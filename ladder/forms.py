@@ -1,5 +1,5 @@
-"""Dashboard forms of the ladder: the tuning settings, API tokens and connections. The
-services validate again; these give the browser field-level messages first."""
+"""Dashboard forms of the ladder: the tuning settings, API tokens, connections and
+webhooks. The services validate again; these give the browser field-level messages first."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from ladder.core.settings_bounds import SETTINGS_BOUNDS
-from ladder.models import ApiToken, LadderSettings, validate_connection_id
+from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
+from ladder.notification_rules import MAX_URL_LENGTH, SUBSCRIBABLE_KINDS
+from ladder.notifications import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
+from ladder.notifications import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
 
@@ -236,3 +239,75 @@ class ConnectionAddForm(ConnectionFieldsForm):
 
     field_order = ("connection_id",)
     credential_help = "Optional. Encrypted at rest and write-only: never shown again."
+
+
+# --- notifications ------------------------------------------------------------------------
+
+KIND_CHOICES = [(kind.value, kind.headline) for kind in SUBSCRIBABLE_KINDS]
+
+
+class WebhookForm(forms.Form):
+    """A new webhook. The secret is write-only: its input never renders a value, and an
+    empty input has a random secret generated (and shown once)."""
+
+    name = forms.CharField(label="Name", max_length=NAME_MAX_LENGTH_WEBHOOK)
+    url = forms.CharField(
+        label="URL",
+        max_length=MAX_URL_LENGTH,
+        help_text="http or https. Link-local, metadata, loopback and private addresses are "
+        "refused (the last two unless NOTIFY_ALLOW_PRIVATE_TARGETS is on).",
+    )
+    format = forms.ChoiceField(
+        label="Format",
+        choices=Webhook.Format.choices,
+        help_text="json: the generic body, signed (X-OmniRoute-Signature). slack: "
+        '{"text": ...} for a Slack incoming webhook.',
+    )
+    kinds = forms.MultipleChoiceField(
+        label="Notify about",
+        choices=KIND_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    is_active = forms.BooleanField(
+        label="Active",
+        required=False,
+        help_text="Switches this webhook alone on or off.",
+    )
+    secret = forms.CharField(
+        label="Signing secret",
+        required=False,
+        strip=False,
+        min_length=SECRET_MIN_LENGTH,
+        max_length=SECRET_MAX_LENGTH,
+        # Deliberately never rendered back: render_value=False, and no initial value.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Empty: a random secret is generated and shown once. Encrypted at rest.",
+    )
+
+    def webhook_input(self) -> WebhookInput:
+        """The service's input from the cleaned data."""
+        data = self.cleaned_data
+        return WebhookInput(
+            name=data["name"],
+            url=data["url"] or None,
+            format=data["format"],
+            kinds=tuple(data["kinds"]),
+            is_active=data["is_active"],
+            secret=data["secret"] or None,
+        )
+
+
+class WebhookEditForm(WebhookForm):
+    """An existing webhook: an empty URL or secret keeps the stored one (neither is ever
+    shown: the URL's path may be a secret too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["url"].required = False
+        self.fields["url"].help_text = "Leave empty to keep the stored URL. " + str(
+            self.fields["url"].help_text
+        )
+        self.fields["secret"].help_text = (
+            "Leave empty to keep the stored secret; a new one replaces it (or use "
+            "“New secret” to have one generated)."
+        )

@@ -19,6 +19,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from billing import services as billing_services
+from billing.bounds import OutOfRange, bounds_of, check_float, fit_decimal
 from billing.classify import UNCURATED_VERDICT, Catalog
 from billing.models import ChangeCounter
 from billing.tiers import PriceBook, Tier
@@ -637,9 +638,25 @@ class ReadingInput:
     detail: str = ""
 
 
+def check_reading_percents(data: ReadingInput) -> None:
+    """Every percent of a reading is a finite number within its column's 0..100, from
+    whichever path it came (API, adapters, events); ValidationError naming the field."""
+    bounds = bounds_of(QuotaReading, "remaining_percent")
+    named = [("remaining_percent", data.remaining_percent)]
+    named += [("windows", w.remaining_percent) for w in data.windows or ()]
+    for name, value in named:
+        if value is None:
+            continue
+        try:
+            check_float(value, bounds)
+        except OutOfRange as error:
+            raise ValidationError({name: [f"A remaining percent: {error}"]}) from None
+
+
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
     """Reduce windows to the binding window, derive the status, default checked_at and
     cap it at `now` (the receive time)."""
+    check_reading_percents(data)
     remaining, reset_at = data.remaining_percent, data.reset_at
     if data.windows and remaining is None:
         remaining, window_reset = core.binding_window(data.windows)
@@ -1018,10 +1035,6 @@ def delete_candidate(candidate_id: int) -> bool:
 # --- spend ---------------------------------------------------------------------------------
 
 
-# SpendEntry.cost_usd holds 16 digits, 8 after the point.
-MAX_SPEND_USD = Decimal("100000000")
-
-
 @dataclass(frozen=True, slots=True)
 class SpendInput:
     request_id: str
@@ -1034,19 +1047,20 @@ class SpendInput:
     occurred_at: datetime | None = None
 
 
-def spend_rung(connection_id: str, provider: str, model: str) -> Rung:
-    """The rung a request landed on: billing of its connection, then the model's tier."""
-    catalog = billing_services.load_catalog()
+def spend_rung(
+    connection_id: str, provider: str, model: str, snapshot: Snapshot | None = None
+) -> Rung:
+    """The rung a request landed on: billing of its connection, then the model's tier
+    (from the cached snapshot the decisions use: no reload of a large price table)."""
+    if snapshot is None:
+        snapshot = current_snapshot(billing_services.change_counters()[0])
     connection = Connection.objects.filter(connection_id=connection_id).first()
     verdict = (
-        catalog.classify(connection.provider, connection.auth_type)
+        snapshot.catalog.classify(connection.provider, connection.auth_type)
         if connection is not None
         else UNCURATED_VERDICT
     )
-    config = load_config()
-    tier = billing_services.load_price_book().tier_of(
-        provider, model, config.cheap_max_input_usd_per_mtok
-    )
+    tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
     return core.rung_for(verdict, tier)
 
 
@@ -1082,6 +1096,21 @@ def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
         )
 
 
+def _spend_cost(cost: Decimal) -> Decimal:
+    """The cost rounded to its column (16 digits, 8 after the point), or ValidationError:
+    checked after rounding, since 99,999,999.999999995 rounds past the column, which
+    SQLite would store and then fail every read of the spend ledger."""
+    bounds = bounds_of(SpendEntry, "cost_usd")
+    try:
+        if cost < 0:
+            raise OutOfRange
+        return fit_decimal(cost, bounds)
+    except (OutOfRange, ArithmeticError):
+        raise ValidationError(
+            {"cost_usd": [f"A request's cost must be between 0 and {bounds.high:,f} USD."]}
+        ) from None
+
+
 def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created)."""
     _refuse_bad_ids("connection_id", [data.connection_id])
@@ -1090,17 +1119,15 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
     if existing is not None:
         return existing, False
     validate_occurred_at(data.occurred_at, now)
+    snapshot = current_snapshot(billing_services.change_counters()[0])
     cost = data.cost_usd
     is_computed = cost is None
     if cost is None:
-        cost = billing_services.load_price_book().cost_usd(
+        cost = snapshot.prices.cost_usd(
             data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
         )
-    if not cost.is_finite() or cost < 0 or cost >= MAX_SPEND_USD:
-        raise ValidationError(
-            {"cost_usd": [f"A request's cost must be between 0 and {MAX_SPEND_USD} USD."]}
-        )
-    rung = spend_rung(data.connection_id, data.provider, data.model)
+    cost = _spend_cost(cost)
+    rung = spend_rung(data.connection_id, data.provider, data.model, snapshot)
     try:
         with transaction.atomic():
             entry = SpendEntry.objects.create(
@@ -1108,7 +1135,7 @@ def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[Spen
                 connection_id=data.connection_id,
                 provider=data.provider,
                 model=data.model,
-                cost_usd=cost.quantize(Decimal("0.00000001")),
+                cost_usd=cost,
                 is_cost_computed=is_computed,
                 input_tokens=data.input_tokens,
                 output_tokens=data.output_tokens,

@@ -10,7 +10,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from ladder import beat, refresh, services
+from ladder import beat, notifications, refresh, services
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,35 @@ def prune_readings_task() -> None:
     cutoff = timezone.now() - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
     deleted = services.prune_readings(older_than=cutoff)
     logger.info("pruned %d readings older than %s", deleted, cutoff.isoformat())
+
+
+@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
+def evaluate_notifications_task() -> None:
+    """Notify the transitions since the last evaluation; re-enqueue lost deliveries."""
+    created = notifications.evaluate_notifications()
+    requeued = notifications.requeue_overdue_deliveries()
+    if created or requeued:
+        logger.info("notifications: %d queued, %d re-queued", len(created), len(requeued))
+
+
+# Attempts, backoff and their limit live in the delivery row (NOTIFY_MAX_ATTEMPTS): the
+# task only schedules the next attempt the service asks for. The hard time limit is
+# shorter than an attempt's lease, so a killed attempt is never mistaken for a live one.
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+    ignore_result=True,
+    max_retries=25,
+)
+def deliver_notification_task(self: Task, *, delivery_id: str) -> None:
+    """Make the next attempt of one notification delivery (idempotent: re-checked under
+    the delivery's row lock; a delivered one is never sent again)."""
+    outcome = notifications.deliver(delivery_id)
+    logger.info("notification %s: %s", delivery_id, outcome.why)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
 
 
 def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:

@@ -27,6 +27,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "input_usd_per_mtok": 0.15,
         "output_usd_per_mtok": 0.6,
         "tier_override": None,
+        "source": "import",
+        "needs_review": False,
         "tier": "cheap",
     },
     "ConnectionOut": {

@@ -124,6 +124,19 @@ def v1_models(request: HttpRequest) -> JsonResponse:
     return JsonResponse(models_list())
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """400 for a request refused before any view (a Host not allowed, a suspicious
+    request): JSON `{"detail": ...}` under the API, Django's page elsewhere. The detail
+    names no header value: what was refused is the client's own input."""
+    from django.views.defaults import bad_request as django_bad_request
+
+    from omniroute_admin.middleware import is_api_path
+
+    if is_api_path(request.path):
+        return JsonResponse({"detail": "Bad Request"}, status=400)
+    return django_bad_request(request, exception or Exception("Bad Request"))
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404 for unmatched URLs: JSON under the API, Django's page elsewhere."""
     from django.views.defaults import page_not_found

@@ -310,6 +310,32 @@ if BEAT_HEARTBEAT_MAX_AGE_SECONDS <= QUOTA_BEAT_SECONDS:
         "BEAT_HEARTBEAT_MAX_AGE_SECONDS must be longer than QUOTA_BEAT_SECONDS."
     )
 
+# Notifications (ladder/notifications.py, docs/NOTIFICATIONS.md). The beat evaluates what
+# changed this often; `auto/subscription` must stay empty this long before it is notified.
+NOTIFY_EVALUATE_SECONDS: float = _typed("NOTIFY_EVALUATE_SECONDS", env.float, 30.0)
+NOTIFY_SUBSCRIPTION_EMPTY_SECONDS: int = _typed("NOTIFY_SUBSCRIPTION_EMPTY_SECONDS", env.int, 300)
+# A delivery is tried at most this many times, waiting min(base * 2^(n-1), max) seconds
+# after the n-th failure (defaults: 6 tries over about 31 minutes).
+NOTIFY_MAX_ATTEMPTS: int = _typed("NOTIFY_MAX_ATTEMPTS", env.int, 6)
+NOTIFY_RETRY_BASE_SECONDS: float = _typed("NOTIFY_RETRY_BASE_SECONDS", env.float, 60.0)
+NOTIFY_RETRY_MAX_SECONDS: float = _typed("NOTIFY_RETRY_MAX_SECONDS", env.float, 960.0)
+NOTIFY_HTTP_TIMEOUT_SECONDS: float = _typed("NOTIFY_HTTP_TIMEOUT_SECONDS", env.float, 10.0)
+# Loopback and private-range targets are refused unless this is on (link-local and cloud
+# metadata addresses stay refused even then).
+NOTIFY_ALLOW_PRIVATE_TARGETS: bool = _typed("NOTIFY_ALLOW_PRIVATE_TARGETS", env.bool, False)
+for _name, _value, _least in (
+    ("NOTIFY_EVALUATE_SECONDS", NOTIFY_EVALUATE_SECONDS, 1),
+    ("NOTIFY_SUBSCRIPTION_EMPTY_SECONDS", NOTIFY_SUBSCRIPTION_EMPTY_SECONDS, 0),
+    ("NOTIFY_MAX_ATTEMPTS", NOTIFY_MAX_ATTEMPTS, 1),
+    ("NOTIFY_RETRY_BASE_SECONDS", NOTIFY_RETRY_BASE_SECONDS, 0.1),
+    ("NOTIFY_RETRY_MAX_SECONDS", NOTIFY_RETRY_MAX_SECONDS, 0.1),
+    ("NOTIFY_HTTP_TIMEOUT_SECONDS", NOTIFY_HTTP_TIMEOUT_SECONDS, 0.1),
+):
+    if _value < _least:
+        raise ImproperlyConfigured(f"{_name} must be at least {_least}.")
+if NOTIFY_MAX_ATTEMPTS > 20:
+    raise ImproperlyConfigured("NOTIFY_MAX_ATTEMPTS must be at most 20.")
+
 # The one beat schedule. The heartbeat has the due scan's period and expiry: fresh, it
 # proves the due scans are being sent and run.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
@@ -322,6 +348,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "ladder.tasks.record_beat_heartbeat_task",
         "schedule": QUOTA_BEAT_SECONDS,
         "options": {"expires": QUOTA_BEAT_SECONDS},
+    },
+    "evaluate-notifications": {
+        "task": "ladder.tasks.evaluate_notifications_task",
+        "schedule": NOTIFY_EVALUATE_SECONDS,
+        "options": {"expires": NOTIFY_EVALUATE_SECONDS},
     },
     "prune-readings": {
         "task": "ladder.tasks.prune_readings_task",
@@ -352,6 +383,9 @@ LOGGING = {
         # records reach the root's handler only.
         "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
         "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        # httpx logs every request's full URL at INFO; a webhook URL's path can be its
+        # secret (Slack's is), so only its warnings are kept, whatever LOG_LEVEL says.
+        "httpx": {"level": "WARNING"},
         # A wire trace that quotes upstream response headers verbatim (an upstream may
         # echo the credential there): never below WARNING, whatever LOG_LEVEL says.
         "httpcore": {"level": "WARNING"},

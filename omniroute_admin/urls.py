@@ -21,5 +21,6 @@ urlpatterns = [
     path("", include("ladder.urls")),
 ]
 
+handler400 = "omniroute_admin.ops.bad_request"
 handler404 = "omniroute_admin.ops.not_found"
 handler500 = "omniroute_admin.ops.server_error"

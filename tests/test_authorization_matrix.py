@@ -15,7 +15,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from billing.models import BillingCatalogEntry, ModelPrice
 from ladder.models import ApiToken, Candidate
 from omniroute_admin.api import api
-from tests.ladder.factories import make_candidate, make_connection, make_token
+from tests.ladder.factories import make_candidate, make_connection, make_token, make_webhook
 
 ROLES = ("anonymous", "viewer", "operator", "gateway_token", "operator_token")
 
@@ -49,12 +49,12 @@ ADMIN = dict.fromkeys(ROLES, ADMIN_LOGIN)  # dashboard roles are not staff
 DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", ""): PAGE,
     ("GET", "connections/"): PAGE,
-    ("GET", "connections/<str:connection_id>/"): PAGE,
+    ("GET", "connections/<connection_id:connection_id>/"): PAGE,
     ("GET", "connections/add/"): PAGE,
     ("POST", "connections/add/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/refresh/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/edit/"): DASHBOARD_WRITE,
-    ("POST", "connections/<str:connection_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/refresh/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/edit/"): DASHBOARD_WRITE,
+    ("POST", "connections/<connection_id:connection_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("GET", "settings/"): PAGE,
@@ -62,6 +62,12 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "tokens/"): PAGE,
     ("POST", "tokens/create/"): DASHBOARD_WRITE,
     ("POST", "tokens/<int:token_id>/revoke/"): DASHBOARD_WRITE,
+    ("GET", "notifications/"): PAGE,
+    ("POST", "notifications/webhooks/create/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/update/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/test/"): DASHBOARD_WRITE,
+    ("POST", "notifications/webhooks/<int:webhook_id>/rotate-secret/"): DASHBOARD_WRITE,
     ("GET", "catalog/"): PAGE,
     ("POST", "catalog/create/"): DASHBOARD_WRITE,
     ("POST", "catalog/<int:entry_id>/update/"): DASHBOARD_WRITE,
@@ -69,6 +75,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "prices/"): PAGE,
     ("POST", "prices/save/"): DASHBOARD_WRITE,
     ("POST", "prices/<int:price_id>/delete/"): DASHBOARD_WRITE,
+    ("POST", "prices/<int:price_id>/confirm-free/"): DASHBOARD_WRITE,
     ("POST", "prices/import/"): DASHBOARD_WRITE,
     ("GET", "accounts/login/"): PUBLIC,
     ("POST", "accounts/login/"): PUBLIC,
@@ -152,6 +159,7 @@ def world(db: None) -> World:
     gateway = make_token("gw", ApiToken.Scope.GATEWAY)
     operator = make_token("ops", ApiToken.Scope.OPERATOR)
     victim = ApiToken.objects.get(name="gw")
+    webhook = make_webhook()
     return World(
         tokens={"gateway_token": gateway, "operator_token": operator},
         ids={
@@ -160,6 +168,7 @@ def world(db: None) -> World:
             "entry_id": str(entry.pk),
             "price_id": str(price.pk),
             "candidate_id": str(candidate.pk),
+            "webhook_id": str(webhook.pk),
             "auto_id": "auto/thrifty",
         },
     )
@@ -179,7 +188,7 @@ def _client_for(role: str, world: World) -> tuple[Client, dict[str, Any]]:
 
 def _url(route: str, ids: dict[str, str]) -> str:
     url = "/" + route
-    for converter in ("str", "int", "path"):
+    for converter in ("str", "int", "path", "connection_id"):
         for name, value in ids.items():
             url = url.replace(f"<{converter}:{name}>", value)
     return url.replace("{auto_id}", ids["auto_id"]).replace("{", "").replace("}", "")

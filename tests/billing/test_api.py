@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
 from billing import services
@@ -532,6 +533,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.0,
             "output_usd_per_mtok": 0.0,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "free",
         },
         {
@@ -541,6 +544,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.5,
             "output_usd_per_mtok": 0.5,
             "tier_override": "free",
+            "source": "manual",
+            "needs_review": False,
             "tier": "free",
         },
         {
@@ -550,6 +555,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 2.5,
             "output_usd_per_mtok": 10.0,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "premium",
         },
         {
@@ -559,6 +566,8 @@ def test_list_prices_returns_each_price_with_its_tier(gateway: str) -> None:
             "input_usd_per_mtok": 0.15,
             "output_usd_per_mtok": 0.6,
             "tier_override": None,
+            "source": "manual",
+            "needs_review": False,
             "tier": "cheap",
         },
     ]
@@ -577,7 +586,13 @@ def test_post_price_creates_it_with_201(operator: str) -> None:
 
     price = ModelPrice.objects.get()
     assert response.status_code == 201
-    assert response.json() == {"id": price.pk, **body, "tier": "cheap"}
+    assert response.json() == {
+        "id": price.pk,
+        **body,
+        "source": "manual",
+        "needs_review": False,
+        "tier": "cheap",
+    }
     assert (str(price.input_usd_per_mtok), str(price.output_usd_per_mtok), price.updated_by) == (
         "0.150000",
         "0.600000",
@@ -609,6 +624,8 @@ def test_post_price_again_updates_it_with_200(operator: str) -> None:
         "input_usd_per_mtok": 3.0,
         "output_usd_per_mtok": 12.0,
         "tier_override": "cheap",
+        "source": "manual",
+        "needs_review": False,
         "tier": "cheap",
     }
     assert ModelPrice.objects.count() == 1
@@ -621,7 +638,13 @@ def test_post_price_audits_create_and_update_with_the_token_name(operator: str) 
     api("post", "/api/v1/prices", operator, {**body, "input_usd_per_mtok": 1})
 
     audits = list(AuditEntry.objects.filter(target_type="price").order_by("pk"))
-    snapshot = {"provider": "openai", "model": "o3", "tier_override": None}
+    snapshot = {
+        "provider": "openai",
+        "model": "o3",
+        "tier_override": None,
+        "source": "manual",
+        "needs_review": False,
+    }
     assert [(a.target_id, a.action, a.actor, a.before, a.after) for a in audits] == [
         (
             str(first.json()["id"]),
@@ -730,3 +753,41 @@ def test_delete_unknown_price_is_404(operator: str) -> None:
 
     assert response.status_code == 404
     assert response.json() == {"detail": "No price 999999."}
+
+
+# --- every price written fits its column ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Decimal("99999999.9999999"),  # below 1e8, but 100,000,000.000000 once rounded
+        Decimal("1e9"),
+        Decimal("1e999999"),
+        Decimal("-0.000001"),
+        Decimal("NaN"),
+        Decimal("sNaN"),
+    ],
+    ids=["rounds-past-the-column", "1e9", "1e999999", "negative", "nan", "signalling-nan"],
+)
+def test_the_price_service_refuses_a_value_beyond_its_column_and_changes_nothing(
+    value: Decimal,
+) -> None:
+    make_price()
+    before = price_rows()
+
+    with pytest.raises(ValidationError) as refused:
+        services.upsert_price(
+            services.PriceInput("openai", "gpt-4o-mini", value, Decimal(1), None), actor="x"
+        )
+
+    assert list(refused.value.message_dict) == ["input_usd_per_mtok"]
+    assert price_rows() == before
+    assert [p.model for p in ModelPrice.objects.all()] == ["gpt-4o-mini"]  # still readable
+
+
+def test_the_largest_price_the_column_holds_is_stored_exactly() -> None:
+    price = make_price(input_usd="99999999.999999")
+
+    price.refresh_from_db()
+    assert price.input_usd_per_mtok == Decimal("99999999.999999")

@@ -69,3 +69,41 @@ def test_cost_from_tokens() -> None:
     cost = PriceBook(ROWS).cost_usd("openai", "gpt-big", input_tokens=1000, output_tokens=500)
 
     assert cost == D("0.0075")
+
+
+# --- free must be explicit: a row awaiting review is no known price -------------------------
+
+REVIEW_ROWS = (
+    PriceRow("ollama", "*", D("0"), D("0")),  # local models, free by hand
+    PriceRow("ollama", "gpt-oss-cloud", D("0"), D("0"), needs_review=True),
+    PriceRow("ollama", "confirmed", D("0"), D("0"), Tier.FREE),
+    PriceRow("gigachat", "GigaChat-2-Max", D("0"), D("0"), needs_review=True),
+    PriceRow("cheapo", "*", D("0"), D("0"), Tier.CHEAP),
+    PriceRow("cheapo", "zero", D("0"), D("0"), needs_review=True),
+    PriceRow("review", "*", D("0"), D("0"), needs_review=True),
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "expected"),
+    [
+        pytest.param("gigachat", "GigaChat-2-Max", Tier.PREMIUM, id="imported-zero-is-premium"),
+        pytest.param("ollama", "gpt-oss-cloud", Tier.PREMIUM, id="never-borrows-a-free-wildcard"),
+        pytest.param("ollama", "llama3", Tier.FREE, id="hand-entered-wildcard-zero-is-free"),
+        pytest.param("ollama", "confirmed", Tier.FREE, id="free-override-confirms"),
+        pytest.param("cheapo", "zero", Tier.CHEAP, id="provider-override-still-wins"),
+        pytest.param("review", "anything", Tier.PREMIUM, id="wildcard-awaiting-review"),
+    ],
+)
+def test_a_row_awaiting_review_is_tiered_as_unpriced(
+    provider: str, model: str, expected: Tier
+) -> None:
+    assert classify_tier(provider, model, REVIEW_ROWS) is expected
+
+
+def test_a_row_awaiting_review_is_priced_at_the_assumed_price_for_spend() -> None:
+    book = PriceBook(REVIEW_ROWS)
+
+    assert book.price_of("gigachat", "GigaChat-2-Max") == ASSUMED_PRICE
+    assert book.cost_usd("ollama", "gpt-oss-cloud", 1_000_000, 0) == D("5")
+    assert book.cost_usd("ollama", "llama3", 1_000_000, 0) == D("0")

@@ -3,6 +3,7 @@ conflicts and audit history; the price list with tiers, and the price file uploa
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -387,7 +388,9 @@ def test_price_file_upload_imports_and_reports_counts(operator: Client) -> None:
     assert response.status_code == 200
     assert response["HX-Trigger"] == "prices-changed"
     assert parse(response.content).by_class("notice-success")[0].text == (
-        "Imported: 3 created, 0 updated, 0 unchanged, 1 skipped (not chat models, or unpriced)."
+        "Imported: 3 created, 0 updated, 0 unchanged, 1 skipped (not chat models, or unpriced), "
+        "0 invalid (malformed or out of range, not stored); 0 need review (imported zeros, "
+        "counted as unpriced until confirmed)."
     )
     assert sorted(ModelPrice.objects.values_list("provider", "model")) == [
         ("claude", "claude-sonnet-4-5"),
@@ -399,16 +402,25 @@ def test_price_file_upload_imports_and_reports_counts(operator: Client) -> None:
 @pytest.mark.parametrize(
     ("content", "error"),
     [
-        (b"{not json", "prices.json is not valid JSON: "),
         (
-            b'{"m": {"mode": "chat", "litellm_provider": "x", "input_cost_per_token": -1,'
-            b' "output_cost_per_token": 0}}',
-            "prices.json: m: input_cost_per_token must not be negative, got -1. "
+            b"{not json",
+            "prices.json: The file is not valid JSON (line 1, column 2). Nothing was imported.",
+        ),
+        (
+            b"\xff\xfe{}",
+            "prices.json: The file is not UTF-8 text. Nothing was imported.",
+        ),
+        (
+            b"[" * 50_000 + b"]" * 50_000,
+            "prices.json: The file is nested too deeply to be a price file. Nothing was imported.",
+        ),
+        (
+            b"[1, 2]",
+            "prices.json: The price file must be a JSON object keyed by model name. "
             "Nothing was imported.",
         ),
-        (b"[1, 2]", "prices.json: The price file must be a JSON object keyed by model name."),
     ],
-    ids=["not-json", "negative-price", "not-an-object"],
+    ids=["not-json", "not-utf-8", "nested-50000-deep", "not-an-object"],
 )
 def test_a_broken_price_file_shows_the_error_and_changes_nothing(
     demo: None, operator: Client, content: bytes, error: str
@@ -422,7 +434,7 @@ def test_a_broken_price_file_shows_the_error_and_changes_nothing(
     )
 
     assert response.status_code == 422
-    assert parse(response.content).by_class("notice-error")[0].text.startswith(error)
+    assert parse(response.content).by_class("notice-error")[0].text == error
     assert list(ModelPrice.objects.values()) == before
 
 
@@ -432,3 +444,203 @@ def test_price_import_form_reports_upload_progress(operator: Client) -> None:
     assert "data-upload-progress" in form.attrs
     assert form.attrs["hx-encoding"] == "multipart/form-data"
     assert len(form.by_tag("progress")) == 1
+
+
+# --- prices awaiting review, hostile search strings, scale ---------------------------------
+
+
+def _import_rows(*rows: tuple[str, str, str]) -> None:
+    from decimal import Decimal
+
+    from billing import services
+    from billing.price_import import ParsedPriceFile
+    from billing.tiers import PriceRow
+
+    parsed = ParsedPriceFile(
+        rows=tuple(PriceRow(p, m, Decimal(cost), Decimal(cost)) for p, m, cost in rows),
+        skipped=0,
+    )
+    services.import_prices(parsed, actor="import_prices")
+
+
+def test_the_prices_page_lists_the_rows_that_need_review(demo: None, operator: Client) -> None:
+    _import_rows(("gigachat", "GigaChat-2-Max", "0"), ("cohere", "command-a-plus", "0"))
+
+    page = parse(operator.get("/prices/").content)
+    review = parse(operator.get("/prices/?review=1").content)
+
+    assert page.by_id("price-review-filter").text.startswith("Needs review: 2")
+    assert _price_rows(review) == [
+        ["cohere", "command-a-plus", "0", "0", "premium needs review"],
+        ["gigachat", "GigaChat-2-Max", "0", "0", "premium needs review"],
+    ]
+
+
+def test_confirm_free_on_the_prices_page_is_audited_and_moves_the_model_to_free(
+    demo: None, operator: Client
+) -> None:
+    from billing.models import ChangeCounter
+
+    _import_rows(("gigachat", "GigaChat-2-Max", "0"))
+    price = ModelPrice.objects.get(provider="gigachat")
+    counter = ChangeCounter.objects.get(name="config").value
+    page = parse(operator.get("/prices/?review=1").content)
+    [button] = page.by_id(f"price-{price.pk}").by_tag("button")
+    assert button.text == "Confirm free"
+
+    response = operator.post(
+        f"/prices/{price.pk}/confirm-free/?review=1", headers=htmx_headers("price-table")
+    )
+
+    assert response.status_code == 200
+    price.refresh_from_db()
+    assert (price.needs_review, price.tier_override) == (False, "free")
+    assert ChangeCounter.objects.get(name="config").value == counter + 1
+    audit = AuditEntry.objects.filter(target_type="price", target_id=str(price.pk)).first()
+    assert audit is not None
+    assert (audit.actor, audit.after["tier_override"]) == ("olga", "free")
+    # The review list, re-rendered, no longer holds it.
+    assert _price_rows(parse(response.content)) == [["No price needs review."]]
+
+
+def test_a_viewer_cannot_confirm_free(demo: None, client: Client) -> None:
+    _import_rows(("gigachat", "GigaChat-2-Max", "0"))
+    price = ModelPrice.objects.get(provider="gigachat")
+    viewer = signed_in(client, "victor", "viewer")
+
+    response = viewer.post(f"/prices/{price.pk}/confirm-free/")
+
+    assert response.status_code == 403
+    price.refresh_from_db()
+    assert (price.needs_review, price.tier_override) == (True, None)
+
+
+def test_a_nul_in_the_price_search_is_dropped_not_a_crash(demo: None, client: Client) -> None:
+    viewer = signed_in(client, "victor", "viewer")
+
+    response = viewer.get("/prices/?q=%00")
+    narrowed = viewer.get("/prices/?q=mi%00ni")
+
+    assert response.status_code == narrowed.status_code == 200
+    assert len(_price_rows(parse(response.content))) == 5  # an empty search: every price
+    assert _price_rows(parse(narrowed.content)) == [
+        ["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"]
+    ]
+
+
+def test_the_prices_page_takes_the_same_queries_at_1_and_2000_rows(operator: Client) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries(url: str) -> int:
+        operator.get(url)
+        with CaptureQueriesContext(connection) as captured:
+            assert operator.get(url).status_code == 200
+        return len(captured)
+
+    _import_rows(("bulk", "m-0000", "1"))
+    at_one = queries("/prices/")
+    _import_rows(*(("bulk", f"m-{n:04d}", "1") for n in range(2000)))
+
+    assert queries("/prices/") == at_one
+    assert queries("/prices/?q=m-&review=0") == at_one
+
+
+def test_the_prices_page_lists_every_row_once_by_its_next_links(operator: Client) -> None:
+    _import_rows(*(("bulk", f"m-{n:04d}", "1") for n in range(250)))
+    seen: list[str] = []
+    url: str | None = "/prices/"
+    while url is not None:
+        page = parse(operator.get(url).content)
+        seen += [row[1] for row in _price_rows(page)]
+        pager = page.by_class("pager")
+        nexts = [a for a in pager[0].by_tag("a") if a.text == "Next \u2192"] if pager else []
+        url = str(nexts[0].attrs["href"]) if nexts else None
+
+    assert seen == [f"m-{n:04d}" for n in range(250)]
+
+
+def test_previous_goes_back_one_page(operator: Client) -> None:
+    _import_rows(*(("bulk", f"m-{n:04d}", "1") for n in range(250)))
+    first = parse(operator.get("/prices/").content)
+    [next_link] = [a for a in first.by_class("pager")[0].by_tag("a") if a.text == "Next \u2192"]
+    second = parse(operator.get(str(next_link.attrs["href"])).content)
+    [back] = [a for a in second.by_class("pager")[0].by_tag("a") if a.text == "\u2190 Previous"]
+
+    again = parse(operator.get(str(back.attrs["href"])).content)
+
+    assert _price_rows(second)[0][1] == "m-0100"
+    assert _price_rows(again) == _price_rows(first)
+
+
+def test_a_stale_page_link_shows_the_first_page(operator: Client) -> None:
+    _import_rows(("bulk", "m-0000", "1"))
+
+    response = operator.get("/prices/?after=not-a-cursor%00")
+
+    assert response.status_code == 200
+    assert [row[1] for row in _price_rows(parse(response.content))] == ["m-0000"]
+
+
+def test_a_price_upload_with_absurd_rows_imports_the_rest_and_counts_them(
+    operator: Client,
+) -> None:
+    def row(provider: str = "openai", cost: object = 1e-06) -> dict[str, object]:
+        return {
+            "mode": "chat",
+            "litellm_provider": provider,
+            "input_cost_per_token": cost,
+            "output_cost_per_token": 0 if cost == 0 else 1e-06,
+        }
+
+    # json.dumps escapes the NUL and the lone surrogate, as a hostile file would.
+    content = json.dumps(
+        {
+            "good": row(),
+            "absurd": row(cost=1000),
+            "huge": row(cost="1e999999"),
+            "long": row("p" * 65),
+            "nul": row("open\x00ai"),
+            "surrogate\udc80": row(),
+            "zero": row(cost=0),
+        }
+    )
+
+    response = operator.post(
+        "/prices/import/",
+        {"file": SimpleUploadedFile("prices.json", content.encode())},
+        headers=htmx_headers("price-import"),
+    )
+
+    assert response.status_code == 200
+    notice = parse(response.content).by_class("notice-success")[0].text
+    assert notice.startswith("Imported: 2 created, 0 updated, 0 unchanged, 0 skipped")
+    assert "5 invalid (malformed or out of range, not stored); 1 need review" in notice
+    assert sorted(ModelPrice.objects.values_list("model", "needs_review")) == [
+        ("good", False),
+        ("zero", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    "provider_map",
+    ["openai=" + "p" * 300, "openai=a\x00b", "openai="],
+    ids=["target-of-300-characters", "nul-in-target", "empty-target"],
+)
+def test_a_malformed_provider_map_in_the_upload_is_refused_and_changes_nothing(
+    demo: None, operator: Client, provider_map: str
+) -> None:
+    before = list(ModelPrice.objects.values())
+
+    response = operator.post(
+        "/prices/import/",
+        {
+            "file": SimpleUploadedFile("p.json", PRICE_FILE.read_bytes()),
+            "provider_map": provider_map,
+        },
+        headers=htmx_headers("price-import"),
+    )
+
+    assert response.status_code == 422
+    assert _field_errors(parse(response.content))
+    assert list(ModelPrice.objects.values()) == before

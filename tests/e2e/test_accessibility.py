@@ -33,6 +33,7 @@ PAGES = (
     "/prices/",
     "/settings/",
     "/tokens/",
+    "/notifications/",
     "/reports/simulation/",
 )
 SERIOUS = ("serious", "critical")

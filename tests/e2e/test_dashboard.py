@@ -168,7 +168,9 @@ def test_a_price_file_upload_reports_counts_and_refreshes_the_table(
     page.get_by_role("button", name="Import").click()
 
     expect(page.locator("#price-import .notice-success")).to_have_text(
-        "Imported: 0 created, 0 updated, 3 unchanged, 1 skipped (not chat models, or unpriced)."
+        "Imported: 0 created, 0 updated, 3 unchanged, 1 skipped (not chat models, or unpriced), "
+        "0 invalid (malformed or out of range, not stored); 0 need review (imported zeros, "
+        "counted as unpriced until confirmed)."
     )
     page.locator("#id_file").set_input_files(PRICE_FILE)
     page.locator("#id_provider_map").fill("anthropic=anthropic")

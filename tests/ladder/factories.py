@@ -10,7 +10,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.test import Client
 
 from ladder import services
-from ladder.models import ApiToken, Candidate, Connection
+from ladder.models import ApiToken, Candidate, Connection, Webhook
 from ladder.tokens import create_token
 
 if TYPE_CHECKING:
@@ -93,3 +93,35 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return str(DjangoJSONEncoder().default(moment.astimezone(UTC)))
+
+
+# --- notifications (added) ------------------------------------------------------------------
+
+WEBHOOK_SECRET = "whsec_test-secret-0123456789"
+
+
+def make_webhook(
+    name: str = "ops",
+    url: str = "https://93.184.216.34/hooks/omniroute",
+    *,
+    kinds: tuple[str, ...] | None = None,
+    body_format: str = "json",
+    is_active: bool = True,
+    secret: str | None = WEBHOOK_SECRET,
+) -> Webhook:
+    """A webhook saved through the service (default: every kind, a known secret)."""
+    from ladder import notifications
+    from ladder.notification_rules import SUBSCRIBABLE_KINDS
+
+    webhook, _ = notifications.create_webhook(
+        notifications.WebhookInput(
+            name=name,
+            url=url,
+            format=body_format,
+            kinds=kinds if kinds is not None else tuple(k.value for k in SUBSCRIBABLE_KINDS),
+            is_active=is_active,
+            secret=secret,
+        ),
+        actor="tests",
+    )
+    return webhook

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.utils import timezone
 
 from billing import services as billing_services
@@ -1596,7 +1597,7 @@ def test_post_spend_whose_computed_cost_overflows_is_422_not_500(
         "detail": [
             {
                 "loc": ["body", "payload", "cost_usd"],
-                "msg": "A request's cost must be between 0 and 100000000 USD.",
+                "msg": "A request's cost must be between 0 and 99,999,999.99999999 USD.",
                 "type": "value_error",
             }
         ]
@@ -1674,3 +1675,21 @@ def test_create_api_token_refuses_a_blank_name() -> None:
         call_command("create_api_token", "   ", "--scope", "gateway", stdout=StringIO())
 
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/pools/auto/subscription", "/api/v1/prices", "/api/v1/nope", "/v1/models"]
+)
+def test_a_disallowed_host_on_an_api_path_is_a_json_400(gateway: str, path: str) -> None:
+    response = Client().get(path, HTTP_HOST="evil.example", HTTP_AUTHORIZATION=f"Bearer {gateway}")
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Bad Request"}
+
+
+def test_a_disallowed_host_on_a_dashboard_path_stays_an_html_400() -> None:
+    response = Client().get("/prices/", HTTP_HOST="evil.example")
+
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")

@@ -110,3 +110,28 @@ def test_rotation_without_the_old_key_changes_nothing() -> None:
         call_command("rotate_credential_key")
 
     assert Connection.objects.get().credential_ciphertext == before
+
+
+@pytest.mark.django_db
+def test_rotate_credential_key_reencrypts_webhook_secrets_too() -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from ladder.models import Webhook
+    from tests.ladder.factories import WEBHOOK_SECRET, make_webhook
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_A):
+        services.upsert_connection(
+            "c1", services.ConnectionInput("claude", "oauth", credential="sk-1")
+        )
+        make_webhook()
+    out = StringIO()
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=f"{KEY_B},{KEY_A}"):
+        call_command("rotate_credential_key", stdout=out)
+
+    with override_settings(OMNIROUTE_CREDENTIAL_KEY=KEY_B):
+        secret = decrypt_credential(Webhook.objects.get().secret_ciphertext)
+    assert out.getvalue().strip() == "re-encrypted 2, already on key 'b': 0"
+    assert secret == WEBHOOK_SECRET

@@ -809,3 +809,62 @@ def test_a_create_only_write_never_replaces_a_connection() -> None:
         )
 
     assert Connection.objects.get(connection_id="plan").label == "original"
+
+
+# --- every stored number fits its column, from any path -----------------------------------
+
+
+def test_a_computed_spend_cost_that_rounds_past_its_column_is_refused_and_stores_nothing() -> None:
+    # 99,999,999.999999 USD per million input tokens for a million tokens, plus 995,000
+    # output tokens at a millionth of a dollar per million: 99,999,999.999999995 USD,
+    # below 1e8 but 100,000,000.00000000 once rounded to the column's 8 decimals.
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _price("openai", "absurd", "99999999.999999", "0.000001")
+
+    with pytest.raises(ValidationError) as refused:
+        services.record_spend(
+            services.SpendInput("r1", "openai-key", "openai", "absurd", None, 1_000_000, 995_000),
+            now=NOW,
+        )
+
+    assert refused.value.message_dict == {
+        "cost_usd": ["A request's cost must be between 0 and 99,999,999.99999999 USD."]
+    }
+    assert list(SpendEntry.objects.all()) == []
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [Decimal("NaN"), Decimal("sNaN"), Decimal("-0.01"), Decimal("1e999999"), Decimal("Infinity")],
+    ids=["nan", "signalling-nan", "negative", "1e999999", "infinite"],
+)
+def test_a_reported_spend_cost_outside_its_column_is_refused(cost: Decimal) -> None:
+    with pytest.raises(ValidationError):
+        services.record_spend(services.SpendInput("r1", "k", "openai", "gpt-4o", cost), now=NOW)
+
+    assert list(SpendEntry.objects.all()) == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"remaining_percent": 150.0},
+        {"remaining_percent": -1.0},
+        {"remaining_percent": float("nan")},
+        {"remaining_percent": float("inf")},
+        {"windows": (services.WindowReading("five_hour", 100.5, None),)},
+        {"windows": (services.WindowReading("five_hour", float("nan"), None),)},
+    ],
+    ids=["above-100", "negative", "nan", "infinite", "window-above-100", "window-nan"],
+)
+def test_a_reading_percent_outside_0_to_100_is_refused_by_the_service(
+    fields: dict[str, Any],
+) -> None:
+    # The API's schema bounds them too; the service holds for every other path.
+    make_connection()
+
+    with pytest.raises(ValidationError):
+        make_reading(**fields)
+
+    assert list(QuotaReading.objects.all()) == []
+    assert Connection.objects.get().current_reading_id is None

@@ -217,6 +217,37 @@ def test_connections_search_filters_rows(demo: None, viewer: Client) -> None:
     assert shown == ["anthropic-key", "claude-max-1", "claude-max-2"]
 
 
+def test_a_nul_in_the_connections_search_is_dropped_not_a_crash(demo: None, viewer: Client) -> None:
+    # PostgreSQL refuses a NUL in a query parameter: the search drops it instead.
+    def shown(url: str) -> list[str]:
+        response = viewer.get(url)
+        assert response.status_code == 200
+        page = parse(response.content)
+        return [
+            str(row.attrs["data-connection"])
+            for row in page.find_all(lambda e: "data-connection" in e.attrs)
+        ]
+
+    assert shown("/connections/?q=%00") == shown("/connections/")
+    assert shown("/connections/?q=cla%00ude") == ["anthropic-key", "claude-max-1", "claude-max-2"]
+
+
+@pytest.mark.parametrize("path", ["%00", "a%00b", "a%0Db", "a b", "x" * 129])
+def test_a_connection_page_for_an_impossible_id_is_a_404_without_a_lookup(
+    demo: None, viewer: Client, path: str
+) -> None:
+    # A NUL would reach PostgreSQL as a parameter it refuses (500): such an id matches
+    # no URL at all.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        response = viewer.get(f"/connections/{path}/")
+
+    assert response.status_code == 404
+    assert not [q for q in queries.captured_queries if "ladder_connection" in q["sql"]]
+
+
 def test_connections_page_past_the_end_shows_the_last_page(demo: None, viewer: Client) -> None:
     response = viewer.get("/connections/?page=99")
 
@@ -710,6 +741,7 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
         "Catalog",
         "Prices",
         "Settings",
+        "Notifications",
         "API tokens",
         "What-if report",
     ]

@@ -27,6 +27,7 @@ PAGES = (
     "/prices/",
     "/settings/",
     "/tokens/",
+    "/notifications/",
 )
 
 # Every partial of every page: (page URL, partial name = the id of the element it replaces).
@@ -41,6 +42,8 @@ PARTIALS = (
     ("/prices/", "price-import"),
     ("/settings/", "settings-form"),
     ("/tokens/", "token-table"),
+    ("/notifications/", "webhook-table"),
+    ("/notifications/", "delivery-log"),
 )
 
 

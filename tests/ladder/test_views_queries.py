@@ -30,6 +30,7 @@ PAGE_QUERIES = {
     "/prices/": 5,
     "/settings/": 5,
     "/tokens/": 2,
+    "/notifications/": 3,
 }
 SESSION_OR_USER = re.compile(
     r'"django_session"|FROM "auth_user" WHERE "auth_user"\."id" =|^(RELEASE )?SAVEPOINT'

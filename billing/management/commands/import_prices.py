@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import services
-from billing.price_import import PriceFileError, parse_price_file
+from billing.price_import import MAX_PRICE_FILE_BYTES, PriceFileError, parse_provider_map
 
 
 class Command(BaseCommand):
     help = (
         "Load model prices from a model_prices_and_context_window.json file (chat models only). "
-        "Idempotent; a malformed file changes nothing."
+        "Idempotent; malformed rows are skipped and counted; a file that cannot be read "
+        "changes nothing. Imported zero prices are stored as needing review."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,25 +29,21 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        provider_map: dict[str, str] = {}
-        for pair in options["map"]:
-            source, sep, target = pair.partition("=")
-            if not sep or not source.strip() or not target.strip():
-                raise CommandError(f"--map takes SOURCE=PROVIDER, got {pair!r}")
-            provider_map[source.strip()] = target.strip()
+        try:
+            provider_map = parse_provider_map(options["map"], services.price_limits())
+        except PriceFileError as error:
+            raise CommandError(f"--map: {error} Nothing was imported.") from error
         path: Path = options["file"]
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            if path.stat().st_size > MAX_PRICE_FILE_BYTES:
+                raise CommandError(
+                    f"{path} is larger than {MAX_PRICE_FILE_BYTES:,} bytes. Nothing was imported."
+                )
+            raw = path.read_bytes()
         except OSError as error:
             raise CommandError(f"Cannot read {path}: {error.strerror or error}") from error
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise CommandError(f"{path} is not valid JSON: {error}") from error
         try:
-            parsed = parse_price_file(data, provider_map)
+            counts = services.import_price_file(raw, provider_map, actor="import_prices")
         except PriceFileError as error:
-            raise CommandError(f"{path}: {error}. Nothing was imported.") from error
-        counts = services.import_prices(parsed, actor="import_prices")
-        self.stdout.write(
-            f"created {counts.created}, updated {counts.updated}, "
-            f"unchanged {counts.unchanged}, skipped {counts.skipped}"
-        )
+            raise CommandError(f"{path}: {error} Nothing was imported.") from error
+        self.stdout.write(counts.summary())

@@ -1,6 +1,7 @@
-"""`python manage.py rotate_credential_key`: re-encrypt every stored credential with the
-primary (first) key of OMNIROUTE_CREDENTIAL_KEY. Put the new key first and keep the old
-one after it until this has run; then the old key can be removed."""
+"""`python manage.py rotate_credential_key`: re-encrypt every stored credential (and every
+webhook's signing secret) with the primary (first) key of OMNIROUTE_CREDENTIAL_KEY. Put the
+new key first and keep the old one after it until this has run; then the old key can be
+removed."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ladder.crypto import (
     parse_keys,
     reencrypt_credential,
 )
-from ladder.models import Connection
+from ladder.models import Connection, Webhook
 
 
 class Command(BaseCommand):
@@ -44,5 +45,18 @@ class Command(BaseCommand):
                         f"Connection {connection.connection_id!r}: {error} Nothing was changed."
                     ) from error
                 connection.save(update_fields=["credential_ciphertext"])
+                rotated += 1
+            # Webhook signing secrets are encrypted the same way, so they rotate too.
+            for webhook in Webhook.objects.select_for_update():
+                if webhook.secret_ciphertext.startswith(f"{primary}:"):
+                    already += 1
+                    continue
+                try:
+                    webhook.secret_ciphertext = reencrypt_credential(webhook.secret_ciphertext)
+                except (CredentialKeyMissing, CredentialDecryptError) as error:
+                    raise CommandError(
+                        f"Webhook {webhook.name!r}: {error} Nothing was changed."
+                    ) from error
+                webhook.save(update_fields=["secret_ciphertext"])
                 rotated += 1
         self.stdout.write(f"re-encrypted {rotated}, already on key {primary!r}: {already}")

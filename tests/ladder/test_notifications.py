@@ -1,0 +1,720 @@
+"""The notification shell: observing the ladder, dedupe in the database, one delivery
+per (webhook, transition), signed delivery to a real local receiver, retries, the re-check
+under the row lock, SSRF refusals at save and at send, and secrets kept out of sight."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from ipaddress import ip_address
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connections, transaction
+from django.test import override_settings
+
+from billing.models import AuditEntry
+from ladder import notification_rules as rules
+from ladder import notifications, services, tasks
+from ladder.crypto import decrypt_credential
+from ladder.models import (
+    Connection,
+    NotificationDelivery,
+    NotificationState,
+    Webhook,
+)
+from tests.ladder.factories import (
+    NOW,
+    WEBHOOK_SECRET,
+    make_connection,
+    make_reading,
+    make_webhook,
+)
+from tests.ladder.quota.fake_upstream import FakeUpstream, Received
+
+pytestmark = pytest.mark.django_db
+Status = NotificationDelivery.Status
+
+
+class Clock:
+    """The shell's clock, pinned and moved by hand."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    pinned = Clock(NOW)
+    monkeypatch.setattr(notifications, "clock", pinned)
+    return pinned
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Delivery ids the shell enqueued (the broker is not involved)."""
+    sent: list[str] = []
+    monkeypatch.setattr(
+        tasks.deliver_notification_task,
+        "apply_async",
+        lambda *args, **kwargs: sent.append(kwargs["kwargs"]["delivery_id"]),
+    )
+    return sent
+
+
+@pytest.fixture
+def receiver() -> Iterator[FakeUpstream]:
+    """A real HTTP receiver on 127.0.0.1; loopback targets allowed for the test."""
+    server = FakeUpstream()
+    server.start()
+    with override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=True):
+        yield server
+    server.stop()
+
+
+def dropped_out_plan(connection_id: str = "claude-max-1") -> None:
+    make_connection(connection_id)
+    make_reading(connection_id, remaining_percent=1.0, now=NOW - timedelta(seconds=30))
+
+
+def evaluate(
+    django_capture_on_commit_callbacks: Any, now: datetime = NOW
+) -> list[NotificationDelivery]:
+    with django_capture_on_commit_callbacks(execute=True):
+        created = notifications.evaluate_notifications(now=now)
+    return list(NotificationDelivery.objects.filter(delivery_id__in=created).order_by("id"))
+
+
+# --- observing and dedupe -----------------------------------------------------------------
+
+
+def test_observe_sees_plans_credentials_budgets_and_the_subscription_pool() -> None:
+    dropped_out_plan()
+    make_connection("codex-1", provider="codex")
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    Connection.objects.filter(connection_id="openai-key").update(quota_error="rejected (401)")
+
+    observed = notifications.observe(NOW)
+
+    assert [(p.connection_id, p.is_dropped_out) for p in observed.plans] == [
+        ("claude-max-1", True),
+        ("codex-1", False),
+    ]
+    assert observed.plans[0].reason == "1.0 % left, at or below the exit cutoff of 2 %"
+    assert observed.rejected_credentials == [
+        rules.CredentialObservation("openai-key", "rejected (401)")
+    ]
+    assert [(b.rung, b.spent_usd, b.budget_usd) for b in observed.budgets] == [
+        ("cheap", Decimal(0), None),
+        ("premium", Decimal(0), None),
+    ]
+    assert observed.subscription_is_empty is True
+    assert observed.subscription_empty_after == timedelta(seconds=300)
+
+
+def test_one_delivery_per_subscribed_active_webhook(
+    django_capture_on_commit_callbacks: Any, queued: list[str]
+) -> None:
+    plan_hook = make_webhook("plans", kinds=("plan_exhausted", "plan_back"))
+    make_webhook("budgets", kinds=("budget_crossed",))
+    make_webhook("off", is_active=False)
+    dropped_out_plan()
+
+    created = evaluate(django_capture_on_commit_callbacks)
+
+    assert [(d.webhook_id, d.kind, d.event_key, d.status) for d in created] == [
+        (plan_hook.pk, "plan_exhausted", "plan:claude-max-1#1", Status.PENDING)
+    ]
+    assert created[0].occurred_at == NOW - timedelta(seconds=30)
+    assert queued == [str(created[0].delivery_id)]
+
+
+def test_a_state_that_holds_is_sent_once_and_the_memory_survives_a_restart(
+    django_capture_on_commit_callbacks: Any, queued: list[str]
+) -> None:
+    make_webhook(kinds=("plan_exhausted", "plan_back"))
+    dropped_out_plan()
+
+    first = evaluate(django_capture_on_commit_callbacks)
+    services.clear_caches()  # a restarted process: nothing in memory, the state is stored
+    again = [
+        evaluate(django_capture_on_commit_callbacks, NOW + timedelta(seconds=30 * n))
+        for n in (1, 2, 3)
+    ]
+    make_reading("claude-max-1", remaining_percent=80.0, now=NOW + timedelta(seconds=100))
+    back = evaluate(django_capture_on_commit_callbacks, NOW + timedelta(seconds=120))
+
+    assert [d.event_key for d in first] == ["plan:claude-max-1#1"]
+    assert again == [[], [], []]
+    assert [(d.kind, d.event_key) for d in back] == [("plan_back", "plan:claude-max-1#2")]
+    state = NotificationState.objects.get(subject="plan:claude-max-1")
+    assert (state.status, state.sequence) == ("in_play", 2)
+    assert NotificationDelivery.objects.count() == 2
+
+
+def test_a_transition_already_queued_for_a_webhook_is_never_queued_again(
+    django_capture_on_commit_callbacks: Any, queued: list[str]
+) -> None:
+    webhook = make_webhook(kinds=("plan_exhausted",))
+    dropped_out_plan()
+    # What a concurrent evaluator that got there first left behind.
+    NotificationDelivery.objects.create(
+        delivery_id=uuid.uuid4(),
+        webhook=webhook,
+        webhook_name=webhook.name,
+        event_key="plan:claude-max-1#1",
+        kind="plan_exhausted",
+        summary="first",
+        occurred_at=NOW,
+        created_at=NOW,
+    )
+
+    created = evaluate(django_capture_on_commit_callbacks)
+
+    assert created == []
+    assert NotificationDelivery.objects.count() == 1
+    assert queued == []
+    with pytest.raises(IntegrityError), transaction.atomic():
+        NotificationDelivery.objects.create(
+            delivery_id=uuid.uuid4(),
+            webhook=webhook,
+            webhook_name=webhook.name,
+            event_key="plan:claude-max-1#1",
+            kind="plan_exhausted",
+            summary="again",
+            occurred_at=NOW,
+            created_at=NOW,
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_evaluators_queue_a_transition_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks.deliver_notification_task, "apply_async", lambda *a, **k: None)
+    make_webhook(kinds=("plan_exhausted",))
+    dropped_out_plan()
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def evaluator() -> None:
+        try:
+            start.wait()
+            notifications.evaluate_notifications(now=NOW)
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=evaluator) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert errors == []
+    assert list(NotificationDelivery.objects.values_list("event_key", flat=True)) == [
+        "plan:claude-max-1#1"
+    ]
+
+
+def test_a_budget_crossing_from_recorded_spend_is_notified_with_its_numbers(
+    django_capture_on_commit_callbacks: Any, queued: list[str]
+) -> None:
+    make_webhook(kinds=("budget_crossed",))
+    row = services.get_settings_row()
+    values = {name: getattr(row, name) for name in services.SETTINGS_FIELDS}
+    # No price row for the model: it is premium (an unpriced model is never cheap).
+    services.update_settings({**values, "premium_budget_usd": Decimal(10)}, actor="tests")
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    services.record_spend(
+        services.SpendInput(
+            request_id="r1",
+            connection_id="openai-key",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal("8.5"),
+            occurred_at=NOW - timedelta(minutes=5),
+        ),
+        now=NOW,
+    )
+
+    (delivery,) = evaluate(django_capture_on_commit_callbacks)
+
+    assert delivery.summary == (
+        "The premium rung has spent 8.50 USD of its 10.00 USD month budget (85 %), past the "
+        "80 % threshold."
+    )
+    assert delivery.details["thresholds_passed"] == [50, 80]
+    assert evaluate(django_capture_on_commit_callbacks, NOW + timedelta(minutes=1)) == []
+
+
+# --- delivery -----------------------------------------------------------------------------
+
+
+def hook_to(server: FakeUpstream, path: str = "/hook", **fields: Any) -> Webhook:
+    return make_webhook(url=server.url(path), **fields)
+
+
+def pending_for(webhook: Webhook, kind: str = "plan_exhausted") -> NotificationDelivery:
+    return NotificationDelivery.objects.create(
+        delivery_id=uuid.uuid4(),
+        webhook=webhook,
+        webhook_name=webhook.name,
+        event_key=f"plan:claude-max-1#{NotificationDelivery.objects.count() + 1}",
+        kind=kind,
+        summary="Plan connection claude-max-1 dropped out: 1 % left.",
+        details={"connection_id": "claude-max-1"},
+        occurred_at=NOW,
+        created_at=NOW,
+        next_attempt_at=NOW,
+    )
+
+
+def verify(request: Received, secret: str, now: datetime) -> bool:
+    return rules.verify_signature(
+        secret,
+        timestamp_header=request.headers["x-omniroute-timestamp"],
+        signature_header=request.headers["x-omniroute-signature"],
+        body=request.body,
+        now_unix=now.timestamp(),
+    )
+
+
+def test_the_receiver_verifies_the_signature_with_the_shared_secret(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    delivery = pending_for(hook_to(receiver))
+
+    outcome = notifications.deliver(str(delivery.delivery_id))
+
+    (request,) = receiver.received
+    assert verify(request, WEBHOOK_SECRET, NOW) is True
+    assert verify(request, "whsec_some-other-secret-000", NOW) is False
+    assert request.headers["x-omniroute-timestamp"] == str(int(NOW.timestamp()))
+    assert request.headers["x-omniroute-delivery"] == str(delivery.delivery_id)
+    assert request.headers["x-omniroute-event"] == "plan_exhausted"
+    assert request.headers["content-type"] == "application/json"
+    body = json.loads(request.body)
+    assert (body["id"], body["event_id"], body["kind"]) == (
+        str(delivery.delivery_id),
+        "plan:claude-max-1#1",
+        "plan_exhausted",
+    )
+    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: delivered", None)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.status_code, delivery.error) == (
+        Status.DELIVERED,
+        1,
+        200,
+        "",
+    )
+    assert delivery.delivered_at == NOW
+
+
+def test_a_slack_webhook_gets_a_text_body(receiver: FakeUpstream, clock: Clock) -> None:
+    delivery = pending_for(hook_to(receiver, body_format="slack"))
+
+    notifications.deliver(str(delivery.delivery_id))
+
+    assert json.loads(receiver.received[0].body) == {
+        "text": "*OmniRoute: Plan connection dropped out*\n"
+        "Plan connection claude-max-1 dropped out: 1 % left."
+    }
+
+
+def test_a_repeated_task_message_never_sends_a_delivered_notification_again(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    delivery = pending_for(hook_to(receiver))
+
+    notifications.deliver(str(delivery.delivery_id))
+    again = notifications.deliver(str(delivery.delivery_id))
+
+    assert len(receiver.received) == 1
+    assert again == notifications.DeliveryOutcome(False, "already delivered")
+
+
+def test_an_attempt_in_flight_is_not_doubled_and_a_dead_one_is_taken_over(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    delivery = pending_for(hook_to(receiver))
+    NotificationDelivery.objects.filter(pk=delivery.pk).update(
+        status=Status.SENDING, attempts=1, lease_until=NOW + timedelta(seconds=10)
+    )
+
+    in_flight = notifications.deliver(str(delivery.delivery_id))
+    clock.advance(11)
+    taken_over = notifications.deliver(str(delivery.delivery_id))
+
+    assert in_flight == notifications.DeliveryOutcome(False, "an attempt is in flight")
+    assert taken_over.why == "attempt 2: delivered"
+    assert len(receiver.received) == 1
+    assert receiver.received[0].headers["x-omniroute-attempt"] == "2"
+
+
+def test_a_receiver_that_is_down_is_tried_again_after_the_backoff_then_delivered(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    delivery = pending_for(hook_to(receiver))
+    receiver.respond(status=503)
+
+    first = notifications.deliver(str(delivery.delivery_id))
+    early = notifications.deliver(str(delivery.delivery_id))
+    delivery.refresh_from_db()
+    pending = (delivery.status, delivery.attempts, delivery.next_attempt_at, delivery.error)
+    receiver.respond(status=204)
+    clock.advance(60)
+    second = notifications.deliver(str(delivery.delivery_id))
+
+    assert first == notifications.DeliveryOutcome(True, "attempt 1: retry", 60.0)
+    assert early == notifications.DeliveryOutcome(False, "not due yet")
+    assert pending == (Status.PENDING, 1, NOW + timedelta(seconds=60), "Answered 503.")
+    assert second == notifications.DeliveryOutcome(True, "attempt 2: delivered", None)
+    bodies = {request.body for request in receiver.received}
+    assert len(receiver.received) == 2
+    assert len(bodies) == 1  # the same body (and delivery id) on every attempt
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.status_code) == (
+        Status.DELIVERED,
+        2,
+        204,
+    )
+
+
+def test_it_gives_up_after_the_last_attempt(receiver: FakeUpstream, clock: Clock) -> None:
+    delivery = pending_for(hook_to(receiver))
+    receiver.respond(status=500)
+    waits = []
+
+    for _ in range(6):
+        outcome = notifications.deliver(str(delivery.delivery_id))
+        waits.append(outcome.retry_in)
+        clock.advance(outcome.retry_in or 0)
+    after = notifications.deliver(str(delivery.delivery_id))
+
+    assert waits == [60.0, 120.0, 240.0, 480.0, 960.0, None]
+    assert after == notifications.DeliveryOutcome(False, "already failed")
+    assert len(receiver.received) == 6
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.status_code) == (Status.FAILED, 6, 500)
+
+
+def test_a_client_error_is_not_tried_again(receiver: FakeUpstream, clock: Clock) -> None:
+    delivery = pending_for(hook_to(receiver))
+    receiver.respond(status=404)
+
+    outcome = notifications.deliver(str(delivery.delivery_id))
+
+    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: give_up", None)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.error) == (Status.FAILED, "Answered 404.")
+
+
+def test_a_redirect_to_the_metadata_address_is_not_followed(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    delivery = pending_for(hook_to(receiver))
+    receiver.respond(
+        status=302, headers={"Location": "http://169.254.169.254/latest/meta-data/iam/"}
+    )
+
+    outcome = notifications.deliver(str(delivery.delivery_id))
+
+    assert outcome.retry_in is None
+    assert [request.path for request in receiver.received] == ["/hook"]
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.status_code, delivery.error) == (
+        Status.FAILED,
+        302,
+        "Answered a redirect (302); redirects are not followed.",
+    )
+
+
+def test_a_redirect_reaches_no_second_server(receiver: FakeUpstream, clock: Clock) -> None:
+    elsewhere = FakeUpstream()
+    elsewhere.start()
+    try:
+        delivery = pending_for(hook_to(receiver))
+        receiver.respond(status=307, headers={"Location": elsewhere.url("/stolen")})
+
+        notifications.deliver(str(delivery.delivery_id))
+
+        assert elsewhere.received == []
+        assert len(receiver.received) == 1
+    finally:
+        elsewhere.stop()
+
+
+def test_the_request_goes_to_the_resolved_address_with_the_name_in_host(
+    receiver: FakeUpstream, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = int(receiver.url().rsplit(":", 1)[1].rstrip("/"))
+    monkeypatch.setattr(
+        notifications,
+        "resolve_host",
+        lambda host, port: [ip_address("127.0.0.1")] if host == "receiver.test" else [],
+    )
+    delivery = pending_for(make_webhook(url=f"http://receiver.test:{port}/hook"))
+
+    notifications.deliver(str(delivery.delivery_id))
+
+    (request,) = receiver.received
+    assert request.headers["host"] == f"receiver.test:{port}"
+    assert request.path == "/hook"
+
+
+def test_a_name_that_resolves_to_the_metadata_address_at_send_time_is_refused(
+    receiver: FakeUpstream, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = {"hooks.example.com": [ip_address("93.184.216.34")]}
+    monkeypatch.setattr(notifications, "resolve_host", lambda host, port: answers[host])
+    delivery = pending_for(make_webhook(url="http://hooks.example.com/hook"))
+    # DNS rebinding: the same name answers with the metadata address when it is used.
+    answers["hooks.example.com"] = [ip_address("169.254.169.254")]
+    sent: list[Any] = []
+    monkeypatch.setattr(notifications.httpx, "Client", lambda **kwargs: sent.append(kwargs))
+
+    outcome = notifications.deliver(str(delivery.delivery_id))
+
+    assert sent == []
+    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: give_up", None)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.error) == (
+        Status.FAILED,
+        "The host hooks.example.com is refused: 169.254.169.254 is a cloud metadata address.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "addresses", "allow_private", "why"),
+    [
+        pytest.param(
+            "http://169.254.169.254/latest/meta-data/",
+            None,
+            True,
+            "The host 169.254.169.254 is refused: 169.254.169.254 is a cloud metadata address.",
+            id="metadata-literal-even-with-private-allowed",
+        ),
+        pytest.param(
+            "http://metadata.google.internal/computeMetadata/v1/",
+            ["169.254.169.254"],
+            True,
+            "The host metadata.google.internal is refused: 169.254.169.254 is a cloud "
+            "metadata address.",
+            id="metadata-by-name",
+        ),
+        pytest.param(
+            "http://[fe80::1]/hook",
+            None,
+            True,
+            "The host fe80::1 is refused: fe80::1 is a link-local address.",
+            id="ipv6-link-local",
+        ),
+        pytest.param(
+            "http://127.0.0.1:8080/hook",
+            None,
+            False,
+            "The host 127.0.0.1 is refused: 127.0.0.1 is a loopback address.",
+            id="loopback",
+        ),
+        pytest.param(
+            "http://intranet.example/hook",
+            ["93.184.216.34", "10.0.0.7"],
+            False,
+            "The host intranet.example is refused: 10.0.0.7 is a private address.",
+            id="one-private-address-among-public-ones",
+        ),
+        pytest.param(
+            "http://2130706433/hook",
+            None,
+            False,
+            "The host 2130706433 is refused: 127.0.0.1 is a loopback address.",
+            id="loopback-as-a-number",
+        ),
+        pytest.param(
+            "gopher://93.184.216.34/",
+            None,
+            True,
+            "Only http and https URLs are allowed.",
+            id="not-http",
+        ),
+    ],
+)
+def test_a_refused_target_is_refused_at_save_and_nothing_is_stored(
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    addresses: list[str] | None,
+    allow_private: bool,
+    why: str,
+) -> None:
+    if addresses is not None:
+        monkeypatch.setattr(
+            notifications, "resolve_host", lambda host, port: [ip_address(a) for a in addresses]
+        )
+
+    with (
+        override_settings(NOTIFY_ALLOW_PRIVATE_TARGETS=allow_private),
+        pytest.raises(ValidationError) as refused,
+    ):
+        make_webhook(url=url)
+
+    assert refused.value.message_dict == {"url": [why]}
+    assert Webhook.objects.count() == 0
+    assert AuditEntry.objects.filter(target_type="webhook").count() == 0
+
+
+def test_a_deleted_webhook_fails_its_pending_deliveries_and_keeps_their_log(
+    receiver: FakeUpstream, clock: Clock
+) -> None:
+    webhook = hook_to(receiver)
+    delivery = pending_for(webhook)
+
+    notifications.delete_webhook(webhook.pk, actor="olga")
+    outcome = notifications.deliver(str(delivery.delivery_id))
+
+    assert outcome == notifications.DeliveryOutcome(False, "the webhook was deleted")
+    delivery.refresh_from_db()
+    assert (delivery.webhook_id, delivery.webhook_name, delivery.status, delivery.error) == (
+        None,
+        "ops",
+        Status.FAILED,
+        "The webhook was deleted.",
+    )
+    assert receiver.received == []
+
+
+def test_lost_task_messages_are_queued_again(clock: Clock, queued: list[str]) -> None:
+    webhook = make_webhook()
+    overdue = pending_for(webhook)
+    fresh = pending_for(webhook)
+    dead = pending_for(webhook)
+    NotificationDelivery.objects.filter(pk=fresh.pk).update(
+        next_attempt_at=NOW + timedelta(seconds=30)
+    )
+    NotificationDelivery.objects.filter(pk=dead.pk).update(
+        status=Status.SENDING, lease_until=NOW + timedelta(seconds=50)
+    )
+
+    requeued = notifications.requeue_overdue_deliveries(now=NOW + timedelta(seconds=61))
+
+    assert sorted(requeued) == sorted([str(overdue.delivery_id), str(dead.delivery_id)])
+    assert sorted(queued) == sorted(requeued)
+
+
+def test_send_test_queues_a_test_delivery_and_audits_it(
+    receiver: FakeUpstream, clock: Clock, django_capture_on_commit_callbacks: Any, queued: list[str]
+) -> None:
+    webhook = hook_to(receiver, is_active=False)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        delivery = notifications.send_test(webhook.pk, actor="olga")
+    notifications.deliver(str(delivery.delivery_id))
+
+    assert queued == [str(delivery.delivery_id)]
+    body = json.loads(receiver.received[0].body)
+    assert (body["kind"], body["test"], body["summary"]) == (
+        "test",
+        True,
+        "A test notification from OmniRoute Admin, sent by olga.",
+    )
+    audit = AuditEntry.objects.get(target_type="notification")
+    assert (audit.actor, audit.action, audit.after) == (
+        "olga",
+        "create",
+        {"webhook": "ops", "kind": "test"},
+    )
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+
+def test_a_generated_secret_is_returned_once_and_stored_only_encrypted() -> None:
+    webhook, secret = notifications.create_webhook(
+        notifications.WebhookInput(
+            name="ops",
+            url="https://93.184.216.34/hook",
+            format="json",
+            kinds=("plan_exhausted",),
+            is_active=True,
+            secret=None,
+        ),
+        actor="olga",
+    )
+
+    assert secret is not None
+    assert secret.startswith("whsec_")
+    assert len(secret) == 49
+    assert secret not in webhook.secret_ciphertext
+    assert decrypt_credential(webhook.secret_ciphertext) == secret
+    audit = AuditEntry.objects.get(target_type="webhook")
+    assert audit.after == {
+        "name": "ops",
+        "target": "https://93.184.216.34/…",
+        "format": "json",
+        "kinds": ["plan_exhausted"],
+        "is_active": True,
+    }
+
+
+def test_the_secret_and_the_url_path_reach_no_log_and_no_error(
+    receiver: FakeUpstream, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    webhook = hook_to(receiver, path="/hooks/T0SECRETPATH")
+    rotated, new_secret = notifications.rotate_webhook_secret(webhook.pk, actor="olga")
+    delivery = pending_for(rotated)
+    receiver.respond(status=500)
+    notifications.deliver(str(delivery.delivery_id))
+    receiver.stop()  # now nothing listens: a connection error
+    clock.advance(60)
+    notifications.deliver(str(delivery.delivery_id))
+    delivery.refresh_from_db()
+
+    texts = [record.getMessage() for record in caplog.records]
+    texts += [delivery.error]
+    texts += [json.dumps([a.before, a.after]) for a in AuditEntry.objects.all()]
+    for secret in (WEBHOOK_SECRET, new_secret, "T0SECRETPATH"):
+        assert not [text for text in texts if secret in text]
+    assert delivery.error.startswith("ConnectError: ")
+
+
+def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_the_name(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    real_client = notifications.httpx.Client
+
+    def recording_client(**kwargs: Any) -> Any:
+        def answer(request: Any) -> Any:
+            seen.append(request)
+            return notifications.httpx.Response(204)
+
+        seen.append(kwargs)
+        return real_client(transport=notifications.httpx.MockTransport(answer), **kwargs)
+
+    monkeypatch.setattr(notifications.httpx, "Client", recording_client)
+    monkeypatch.setattr(
+        notifications, "resolve_host", lambda host, port: [ip_address("93.184.216.34")]
+    )
+    delivery = pending_for(make_webhook(url="https://hooks.example.com/services/T/B/X"))
+
+    notifications.deliver(str(delivery.delivery_id))
+
+    options, request = seen
+    assert (options["follow_redirects"], options["trust_env"]) == (False, False)
+    assert str(request.url) == "https://93.184.216.34/services/T/B/X"
+    assert request.headers["host"] == "hooks.example.com"
+    # httpcore takes sni_hostname as the TLS server name: SNI and the certificate check.
+    assert request.extensions["sni_hostname"] == "hooks.example.com"
