@@ -38,6 +38,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 
 # Known-vulnerability audit of the installed dependencies (PyPI's advisory data).
 audit: install
@@ -54,4 +55,4 @@ bench: install
 	$(PY) bench/reentry_lag.py
 
 clean:
-	rm -rf var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .grimp_cache

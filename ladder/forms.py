@@ -9,13 +9,13 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from ladder.core.notifications import MAX_URL_LENGTH, SUBSCRIBABLE_KINDS
 from ladder.core.settings_bounds import SETTINGS_BOUNDS
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
-from ladder.notification_rules import MAX_URL_LENGTH, SUBSCRIBABLE_KINDS
-from ladder.notifications import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
-from ladder.notifications import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
+from ladder.services.notifications import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
+from ladder.services.notifications import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 
 BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
 

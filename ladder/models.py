@@ -303,7 +303,7 @@ class Webhook(models.Model):
         SLACK = "slack", "Slack-compatible"
 
     name = models.CharField(max_length=100, unique=True)
-    # Checked at save and again at send (ladder/notifications.py); the path may hold a
+    # Checked at save and again at send (ladder/services/notifications.py); the path may hold a
     # secret (Slack's do), so pages show only the origin.
     url = models.CharField(max_length=2000)
     format = models.CharField(max_length=8, choices=Format.choices, default=Format.JSON)

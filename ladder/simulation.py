@@ -453,7 +453,7 @@ class Timing:
     original_cache_ttl_seconds: float = 180.0
 
     def due_age(self, config: LadderConfig) -> timedelta:
-        """The age at which the beat polls a reading again (`refresh.due_connection_ids`)."""
+        """The age at which the beat polls a reading again (`core.due_age`, as the due scan)."""
         return core.due_age(
             timedelta(seconds=self.refresh_interval_seconds),
             timedelta(seconds=config.max_state_age_seconds),

@@ -10,7 +10,8 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from ladder import beat, notifications, refresh, services
+from ladder import beat, services
+from ladder.services import notifications
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def refresh_connection_task(
 ) -> None:
     """Poll one connection's quota source and store the reading."""
     requested = datetime.fromisoformat(requested_at) if requested_at else None
-    outcome = refresh.refresh_quota(connection_id, requested_at=requested)
+    outcome = services.refresh_quota(connection_id, requested_at=requested)
     logger.info("refresh %s: %s", connection_id, "polled" if outcome.polled else outcome.why)
     if outcome.is_at_capacity:
         raise self.retry(countdown=1)
@@ -39,7 +40,7 @@ def enqueue_due_refreshes_task() -> None:
     """Enqueue a refresh for every connection whose reading is due."""
     config = services.load_config()
     now = timezone.now()
-    due = refresh.due_connection_ids(
+    due = services.due_connection_ids(
         now,
         interval=timedelta(seconds=settings.QUOTA_REFRESH_INTERVAL_SECONDS),
         max_state_age=timedelta(seconds=config.max_state_age_seconds),
@@ -95,12 +96,3 @@ def deliver_notification_task(self: Task, *, delivery_id: str) -> None:
     logger.info("notification %s: %s", delivery_id, outcome.why)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
-
-
-def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:
-    """Schedule a refresh just after an upstream reset instant, so routing returns to the
-    plan within seconds of the reset rather than at the next periodic poll."""
-    eta = reset_at + timedelta(seconds=settings.QUOTA_RESET_GRACE_SECONDS)
-    refresh_connection_task.apply_async(
-        kwargs={"connection_id": connection_id, "requested_at": reset_at.isoformat()}, eta=eta
-    )

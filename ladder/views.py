@@ -48,7 +48,7 @@ from billing.bounds import without_bad_characters
 from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
-from ladder import beat, notifications, services
+from ladder import beat, services
 from ladder.core import (
     SUBSCRIPTION_AUTO_ID,
     THRIFTY_AUTO_ID,
@@ -67,6 +67,7 @@ from ladder.core import (
     reading_staleness,
     rung_for,
 )
+from ladder.core.notifications import SUBSCRIBABLE_KINDS, Kind
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import (
     ConnectionAddForm,
@@ -84,7 +85,7 @@ from ladder.models import (
     Webhook,
     is_connection_id,
 )
-from ladder.notification_rules import SUBSCRIBABLE_KINDS, Kind
+from ladder.services import notifications
 from ladder.tokens import create_token, revoke_token
 from omniroute_admin.login_throttle import ThrottledAuthenticationForm
 

@@ -310,7 +310,7 @@ if BEAT_HEARTBEAT_MAX_AGE_SECONDS <= QUOTA_BEAT_SECONDS:
         "BEAT_HEARTBEAT_MAX_AGE_SECONDS must be longer than QUOTA_BEAT_SECONDS."
     )
 
-# Notifications (ladder/notifications.py, docs/NOTIFICATIONS.md). The beat evaluates what
+# Notifications (ladder/services/notifications.py, docs/NOTIFICATIONS.md). The beat evaluates what
 # changed this often; `auto/subscription` must stay empty this long before it is notified.
 NOTIFY_EVALUATE_SECONDS: float = _typed("NOTIFY_EVALUATE_SECONDS", env.float, 30.0)
 NOTIFY_SUBSCRIPTION_EMPTY_SECONDS: int = _typed("NOTIFY_SUBSCRIPTION_EMPTY_SECONDS", env.int, 300)

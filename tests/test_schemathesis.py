@@ -24,8 +24,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, settings
 
 from billing import services as billing_services
-from ladder import tasks
 from ladder.models import ApiToken
+from ladder.services import enqueue
 from omniroute_admin.wsgi import application
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
 
@@ -45,7 +45,7 @@ def operator_token(db: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     is detached for the test. Publishing refresh tasks is replaced at the broker boundary."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(enqueue, "send_refresh", lambda *a, **k: None)
     try:
         yield seed_world()
     finally:

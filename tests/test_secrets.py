@@ -14,8 +14,9 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.test import Client, override_settings
 
-from ladder import refresh, services, tasks
+from ladder import services
 from ladder.models import Connection
+from ladder.services import enqueue, polling
 from tests.ladder.factories import make_token
 from tests.ladder.quota.fake_upstream import FakeUpstream
 
@@ -55,9 +56,7 @@ def test_a_canary_credential_leaks_nowhere(
     caplog.set_level(logging.DEBUG)
     token = make_token()
     sent: list[Any] = []
-    monkeypatch.setattr(
-        tasks.refresh_connection_task, "apply_async", lambda *a, **k: sent.append((a, k))
-    )
+    monkeypatch.setattr(enqueue, "send_refresh", lambda *a, **k: sent.append((a, k)))
     bodies: list[str] = []
     base = {"provider": "claude", "auth_type": "oauth", "quota_source": "claude"}
 
@@ -82,9 +81,9 @@ def test_a_canary_credential_leaks_nowhere(
     # a refresh request, then the poll itself, against an upstream that echoes the token
     bodies.append(client.post("/api/v1/connections/plan/refresh", **auth).content.decode())
     upstream.respond(status=500, body=f'{{"error": "bad token {ROTATED}"}}')
-    refresh.refresh_quota("plan")
+    polling.refresh_quota("plan")
     upstream.respond(status=401, body=f"rejected {ROTATED}")
-    refresh.refresh_quota("plan", requested_at=None)
+    polling.refresh_quota("plan", requested_at=None)
     # the dashboard, as an operator
     user = User.objects.create_user("ops", password="a-long-test-password")
     user.groups.add(Group.objects.get(name="operator"))
@@ -189,7 +188,7 @@ def test_a_canary_credential_stays_out_of_every_stored_error_shown_or_logged(
     from ladder.quota.registry import REGISTRY
 
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(enqueue, "send_refresh", lambda *a, **k: None)
     token = ADAPTER_TOKEN
     credentials = {
         "claude": token,
@@ -211,7 +210,7 @@ def test_a_canary_credential_stays_out_of_every_stored_error_shown_or_logged(
                 ),
             )
             every_upstream.respond(status=status, body=body, headers=headers)
-            outcome = refresh.refresh_quota(connection_id)
+            outcome = polling.refresh_quota(connection_id)
             assert outcome.polled
             cases.append((connection_id, f"{name} answering {status} {body[:60]!r}"))
     # the reported case: the simulated parser quoted its config (the credential)
@@ -225,7 +224,7 @@ def test_a_canary_credential_stays_out_of_every_stored_error_shown_or_logged(
                 "claude", "oauth", quota_source="simulated", credential=json.dumps(config)
             ),
         )
-        assert refresh.refresh_quota(connection_id).polled
+        assert polling.refresh_quota(connection_id).polled
         cases.append((connection_id, f"the simulated config {config}"))
 
     def assert_clean(text: str, where: str) -> None:

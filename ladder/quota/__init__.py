@@ -6,17 +6,9 @@ keyed by name. No Django here: the shell stores readings and wires URLs and sche
 
 from ladder.core.types import QuotaStatus, WindowReading
 
-from .base import (
-    Adapter,
-    ErrorKind,
-    ParsedQuota,
-    QuotaError,
-    env_var_for,
-    make_client,
-    request_json,
-    unknown,
-)
+from .base import Adapter, ErrorKind, ParsedQuota, QuotaError, env_var_for, unknown
 from .headers import HeaderInfo, parse_rate_limit_headers
+from .http import make_client, request_json
 from .registry import REGISTRY, UnknownAdapter, get_adapter
 
 __all__ = [

@@ -21,7 +21,6 @@ from ladder.core.types import WindowReading
 from .base import (
     Adapter,
     ParsedQuota,
-    bearer_headers,
     expect_object,
     make_window,
     optional_bool,
@@ -30,8 +29,8 @@ from .base import (
     optional_object,
     parse_credential,
     quota_from_windows,
-    request_json,
 )
+from .http import bearer_headers, request_json
 
 NAME = "antigravity"
 DEFAULT_URL = "https://cloudcode-pa.googleapis.com/v1internal:fetchAvailableModels"

@@ -19,15 +19,14 @@ from ladder.core.types import WindowReading
 from .base import (
     Adapter,
     ParsedQuota,
-    bearer_headers,
     expect_object,
     make_window,
     optional_iso_instant,
     optional_number,
     parse_credential,
     quota_from_windows,
-    request_json,
 )
+from .http import bearer_headers, request_json
 
 NAME = "claude"
 DEFAULT_URL = "https://api.anthropic.com/api/oauth/usage"

@@ -22,7 +22,6 @@ from ladder.core.types import WindowReading
 from .base import (
     Adapter,
     ParsedQuota,
-    bearer_headers,
     expect_object,
     make_window,
     optional_bool,
@@ -31,9 +30,9 @@ from .base import (
     optional_object,
     parse_credential,
     quota_from_windows,
-    request_json,
     unparseable,
 )
+from .http import bearer_headers, request_json
 from .values import seconds_from_now
 
 NAME = "codex"

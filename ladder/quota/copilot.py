@@ -31,8 +31,8 @@ from .base import (
     optional_object,
     parse_credential,
     quota_from_windows,
-    request_json,
 )
+from .http import request_json
 
 NAME = "copilot"
 DEFAULT_URL = "https://api.github.com/copilot_internal/user"

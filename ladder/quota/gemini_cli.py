@@ -22,7 +22,6 @@ from ladder.core.types import WindowReading
 from .base import (
     Adapter,
     ParsedQuota,
-    bearer_headers,
     expect_object,
     make_window,
     optional_iso_instant,
@@ -31,8 +30,8 @@ from .base import (
     optional_string,
     parse_credential,
     quota_from_windows,
-    request_json,
 )
+from .http import bearer_headers, request_json
 
 NAME = "gemini-cli"
 DEFAULT_URL = "https://cloudcode-pa.googleapis.com/v1internal:retrieveUserQuota"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
+from ladder.services import enqueue
 from tests.e2e.worlds import PASSWORD
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
@@ -106,9 +107,8 @@ def _data_migrations(transactional_db: None) -> None:
 def _no_background_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """Storing a reading schedules a refresh at its reset through the broker; the
     dashboard tests have no worker, so nothing is enqueued."""
-    from ladder import tasks
 
-    monkeypatch.setattr(tasks, "schedule_refresh_at", lambda *args, **kwargs: None)
+    monkeypatch.setattr(enqueue, "schedule_refresh_at", lambda *args, **kwargs: None)
 
 
 def sign_in(page: Page, base_url: str, username: str) -> None:

@@ -20,7 +20,7 @@ from billing import services as billing_services
 from billing.models import BillingCatalogEntry
 from ladder import services
 from ladder.models import ApiToken, Candidate, Connection
-from ladder.refresh import Lease
+from ladder.services.polling import Lease
 from ladder.tokens import create_token
 from tests.integration.harness import (
     CeleryWorker,

@@ -110,8 +110,8 @@ def make_webhook(
     secret: str | None = WEBHOOK_SECRET,
 ) -> Webhook:
     """A webhook saved through the service (default: every kind, a known secret)."""
-    from ladder import notifications
-    from ladder.notification_rules import SUBSCRIBABLE_KINDS
+    from ladder.core.notifications import SUBSCRIBABLE_KINDS
+    from ladder.services import notifications
 
     webhook, _ = notifications.create_webhook(
         notifications.WebhookInput(

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from billing.classify import KEYLESS_VERDICT, UNCURATED_VERDICT
 from billing.models import BillingCatalogEntry
-from ladder import tasks
 from ladder.crypto import decrypt_credential
 from ladder.models import ApiToken, Connection, QuotaReading
+from ladder.services import enqueue
 from tests.ladder.factories import api, iso, make_connection, make_reading, make_token
 
 pytestmark = pytest.mark.django_db
@@ -623,7 +623,7 @@ class Recorder:
 @pytest.fixture
 def publish(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     recorder = Recorder()
-    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", recorder)
+    monkeypatch.setattr(enqueue, "send_refresh", recorder)
     return recorder
 
 
@@ -674,8 +674,8 @@ def test_refresh_with_the_broker_down_is_503_json(
 ) -> None:
     make_connection("claude-max-1", quota_source="claude")
     monkeypatch.setattr(
-        tasks.refresh_connection_task,
-        "apply_async",
+        enqueue,
+        "send_refresh",
         Recorder(error=ConnectionRefusedError("broker down")),
     )
 

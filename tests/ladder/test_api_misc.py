@@ -27,6 +27,7 @@ from ladder.models import (
     QuotaReading,
     SpendEntry,
 )
+from ladder.services import config as services_config
 from tests.ladder.factories import api, iso, make_candidate, make_connection, make_token
 
 pytestmark = pytest.mark.django_db
@@ -456,7 +457,7 @@ def test_a_stored_out_of_range_settings_row_answers_the_values_the_ladder_applie
 def test_a_stored_out_of_range_settings_row_is_logged_once_per_process(
     gateway: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(ladder_services, "_settings_warned", set())
+    monkeypatch.setattr(services_config, "_settings_warned", set())
     LadderSettings.objects.filter(pk=1).update(max_state_age_seconds=40_000_000)
 
     with caplog.at_level("WARNING", logger="ladder.services"):

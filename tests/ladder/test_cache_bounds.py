@@ -21,12 +21,8 @@ from ladder import services
 from ladder.core import parse_auto_id
 from ladder.lru import ENTRY_SHARE, ByteBoundedLRU
 from ladder.models import ApiToken
-from tests.ladder.factories import (
-    make_candidate,
-    make_connection,
-    make_reading,
-    make_token,
-)
+from ladder.services import decisions
+from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +80,7 @@ def post_key(body: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def is_cached(body: dict[str, Any]) -> bool:
-    return any(key[1] == post_key(body) for key in services._decisions.in_use_order())
+    return any(key[1] == post_key(body) for key in decisions._decisions.in_use_order())
 
 
 # --- the LRU itself ----------------------------------------------------------------------
@@ -180,7 +176,7 @@ def test_distinct_pool_posts_keep_both_caches_within_the_byte_bound(
     # Least recently used out first: the newest bodies are kept, the oldest are gone.
     assert is_cached(bodies[-1])
     assert not is_cached(bodies[0])
-    assert len(services._decisions) < 80
+    assert len(decisions._decisions) < 80
 
 
 def test_a_decision_in_use_survives_a_flood_of_distinct_posts(gateway: str, settings: Any) -> None:
@@ -197,7 +193,7 @@ def test_a_decision_in_use_survives_a_flood_of_distinct_posts(gateway: str, sett
 
     # Evicted by use, not by age: the pool asked for between the POSTs is still cached.
     assert any(
-        key[:2] == (subscription, "registered") for key in services._decisions.in_use_order()
+        key[:2] == (subscription, "registered") for key in decisions._decisions.in_use_order()
     )
     assert not is_cached(pool_body(0, 60))
     assert services.cached_decisions_bytes() <= services.decision_cache_max_bytes()
@@ -241,7 +237,7 @@ def test_distinct_large_pool_posts_grow_the_process_by_less_than_the_cache_bound
 
     print(f"grew {grown} bytes")
     assert grown < MIB // 2, f"grew {grown} bytes"
-    assert len(services._decisions) > 0  # the bound held because entries were evicted
+    assert len(decisions._decisions) > 0  # the bound held because entries were evicted
 
 
 def test_a_registered_decision_is_accounted_at_least_what_it_keeps(gateway: str) -> None:
@@ -261,12 +257,12 @@ def test_a_registered_decision_is_accounted_at_least_what_it_keeps(gateway: str)
         before = tracemalloc.get_traced_memory()[0]
         assert get(gateway, "auto/thrifty").status_code == 200
         ladder_api._RENDERED.clear()
-        services._registered = None  # as after the next load: only the decision keeps it
+        decisions._registered = None  # as after the next load: only the decision keeps it
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
 
     accounted = services.cached_decisions_bytes() - accounted_before
-    assert len(services._decisions) == 2
+    assert len(decisions._decisions) == 2
     assert accounted >= kept, (accounted, kept)

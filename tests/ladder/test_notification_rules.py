@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ladder import notification_rules as rules
-from ladder.notification_rules import (
+from ladder.core import notifications as rules
+from ladder.core.notifications import (
     BudgetObservation,
     CredentialObservation,
     Kind,
@@ -594,7 +594,7 @@ def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
     import sys
 
     code = (
-        "import sys, ladder.notification_rules; "
+        "import sys, ladder.core.notifications; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'httpx', 'socket', 'celery', 'ladder') ))"
     )
@@ -602,7 +602,7 @@ def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
 
-    assert output.strip() == "['ladder', 'ladder.notification_rules']"
+    assert output.strip() == "['ladder', 'ladder.core.notifications']"
 
 
 def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_else() -> None:

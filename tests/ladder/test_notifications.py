@@ -20,8 +20,8 @@ from django.db import IntegrityError, connections, transaction
 from django.test import override_settings
 
 from billing.models import AuditEntry
-from ladder import notification_rules as rules
-from ladder import notifications, services, tasks
+from ladder import services
+from ladder.core import notifications as rules
 from ladder.crypto import decrypt_credential
 from ladder.models import (
     Connection,
@@ -29,6 +29,7 @@ from ladder.models import (
     NotificationState,
     Webhook,
 )
+from ladder.services import enqueue, notifications
 from tests.ladder.factories import (
     NOW,
     WEBHOOK_SECRET,
@@ -67,11 +68,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Delivery ids the shell enqueued (the broker is not involved)."""
     sent: list[str] = []
-    monkeypatch.setattr(
-        tasks.deliver_notification_task,
-        "apply_async",
-        lambda *args, **kwargs: sent.append(kwargs["kwargs"]["delivery_id"]),
-    )
+    monkeypatch.setattr(enqueue, "send_delivery", sent.append)
     return sent
 
 
@@ -202,7 +199,7 @@ def test_a_transition_already_queued_for_a_webhook_is_never_queued_again(
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_evaluators_queue_a_transition_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks.deliver_notification_task, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(enqueue, "send_delivery", lambda delivery_id: None)
     make_webhook(kinds=("plan_exhausted",))
     dropped_out_plan()
     start = threading.Barrier(4)

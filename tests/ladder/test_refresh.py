@@ -10,9 +10,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from ladder import refresh, services
+from ladder import services
 from ladder.core import SUBSCRIPTION_AUTO_ID
 from ladder.models import Connection, QuotaReading
+from ladder.services import polling, readings
 from tests.ladder.factories import make_candidate, make_connection
 from tests.ladder.quota.fake_upstream import FakeUpstream
 
@@ -46,7 +47,7 @@ def test_refresh_stores_the_parsed_reading_and_sends_the_credential(upstream: Fa
     _plan()
     upstream.respond_json(USAGE)
 
-    outcome = refresh.refresh_quota("plan")
+    outcome = polling.refresh_quota("plan")
 
     reading = _current()
     assert outcome.polled is True
@@ -61,7 +62,7 @@ def test_a_rejected_credential_flags_the_connection_and_reads_unknown(
     _plan()
     upstream.respond_json({"error": "expired"}, status=401)
 
-    refresh.refresh_quota("plan")
+    polling.refresh_quota("plan")
 
     connection = Connection.objects.select_related("current_reading").get(connection_id="plan")
     assert connection.quota_error == "The usage endpoint rejected the credential."
@@ -74,8 +75,8 @@ def test_a_429_backs_off_polling_for_its_retry_after(upstream: FakeUpstream) -> 
     upstream.respond(status=429, body="{}", headers={"Retry-After": "120"})
     before = timezone.now()
 
-    refresh.refresh_quota("plan", now=before)
-    second = refresh.refresh_quota("plan", now=before + timedelta(seconds=60))
+    polling.refresh_quota("plan", now=before)
+    second = polling.refresh_quota("plan", now=before + timedelta(seconds=60))
 
     connection = Connection.objects.get(connection_id="plan")
     assert connection.poll_not_before == before + timedelta(seconds=120)
@@ -91,9 +92,9 @@ def test_a_held_lease_means_no_second_upstream_call(upstream: FakeUpstream) -> N
         refresh_lease_until=now + timedelta(seconds=30)
     )
 
-    outcome = refresh.refresh_quota("plan", now=now)
+    outcome = polling.refresh_quota("plan", now=now)
 
-    assert (outcome.polled, outcome.why) == (False, refresh.Lease.HELD_ELSEWHERE.value)
+    assert (outcome.polled, outcome.why) == (False, polling.Lease.HELD_ELSEWHERE.value)
     assert upstream.received == []
 
 
@@ -106,7 +107,7 @@ def test_the_cap_on_concurrent_polls_defers_the_refresh(upstream: FakeUpstream) 
         refresh_lease_until=now + timedelta(seconds=30)
     )
 
-    outcome = refresh.refresh_quota("plan", now=now)
+    outcome = polling.refresh_quota("plan", now=now)
 
     assert (outcome.polled, outcome.is_at_capacity) == (False, True)
     assert upstream.received == []
@@ -117,7 +118,7 @@ def test_a_newer_reading_answers_the_request_without_polling(upstream: FakeUpstr
     now = timezone.now()
     services.store_reading("plan", services.ReadingInput(remaining_percent=50.0), now=now)
 
-    outcome = refresh.refresh_quota("plan", requested_at=now - timedelta(seconds=1))
+    outcome = polling.refresh_quota("plan", requested_at=now - timedelta(seconds=1))
 
     assert (outcome.polled, outcome.why) == (False, "a newer reading already exists")
     assert upstream.received == []
@@ -145,7 +146,7 @@ def test_due_connections_are_unread_old_or_past_their_reset() -> None:
     )
     Connection.objects.filter(connection_id="idle").update(is_active=False)
 
-    due = refresh.due_connection_ids(
+    due = polling.due_connection_ids(
         now, interval=timedelta(seconds=180), max_state_age=timedelta(seconds=180)
     )
 
@@ -160,7 +161,7 @@ def test_a_connection_with_an_empty_quota_source_is_never_due() -> None:
     # adapter: like "none", it means readings are pushed, never polled.
     Connection.objects.filter(connection_id="blank-source").update(quota_source="")
 
-    due = refresh.due_connection_ids(
+    due = polling.due_connection_ids(
         now, interval=timedelta(seconds=180), max_state_age=timedelta(seconds=180)
     )
 
@@ -174,7 +175,7 @@ def test_a_refresh_of_a_connection_with_an_empty_quota_source_polls_nothing(
     Connection.objects.filter(connection_id="blank-source").update(quota_source="")
     services.store_reading("blank-source", services.ReadingInput(remaining_percent=60.0))
 
-    outcome = refresh.refresh_quota("blank-source")
+    outcome = polling.refresh_quota("blank-source")
 
     assert (outcome.polled, outcome.why) == (False, "the connection has no quota source")
     assert upstream.received == []
@@ -209,7 +210,7 @@ def test_after_a_future_dated_push_the_worker_polls_and_subscription_excludes_at
         now=now,
     )
 
-    outcome = refresh.refresh_quota(
+    outcome = polling.refresh_quota(
         "plan", requested_at=now + timedelta(seconds=1), now=now + timedelta(seconds=2)
     )
 
@@ -225,10 +226,10 @@ def test_a_reading_stored_in_the_future_does_not_make_the_worker_skip_its_poll(
     _plan()
     upstream.respond_json(EXHAUSTED_USAGE)
     now = timezone.now()
-    monkeypatch.setattr(services, "server_clock", lambda: now)
+    monkeypatch.setattr(readings, "server_clock", lambda: now)
     _dated_ahead("plan", now + timedelta(seconds=40))
 
-    outcome = refresh.refresh_quota("plan", requested_at=now, now=now)
+    outcome = polling.refresh_quota("plan", requested_at=now, now=now)
 
     assert (outcome.polled, len(upstream.received)) == (True, 1)
     assert (_current().status, _current().checked_at) == ("EXHAUSTED", now)
@@ -239,8 +240,18 @@ def test_a_connection_whose_reading_is_dated_ahead_of_the_clock_is_due_at_once()
     _plan()
     _dated_ahead("plan", now + timedelta(seconds=40))
 
-    due = refresh.due_connection_ids(
+    due = polling.due_connection_ids(
         now, interval=timedelta(seconds=180), max_state_age=timedelta(seconds=180)
     )
 
     assert due == ["plan"]
+
+
+def test_the_shell_enqueues_the_refresh_task_by_its_registered_name() -> None:
+    # The shell names the task instead of importing ladder.tasks (tasks call the shell):
+    # a renamed task must fail here, not leave every refresh request unconsumed.
+    from ladder import tasks
+    from ladder.services import enqueue
+
+    assert tasks.refresh_connection_task.name == enqueue.REFRESH_CONNECTION_TASK
+    assert enqueue.REFRESH_CONNECTION_TASK in tasks.refresh_connection_task.app.tasks

@@ -27,6 +27,7 @@ from ladder.models import (
     QuotaReading,
     SpendEntry,
 )
+from ladder.services import decisions, readings
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +108,7 @@ def test_newest_reading_becomes_current_and_a_late_older_one_is_history() -> Non
 
 def _freeze_server_clock(monkeypatch: pytest.MonkeyPatch, at: datetime) -> None:
     """The server's own clock reads `at` (the tests' NOW is in the past)."""
-    monkeypatch.setattr(services, "server_clock", lambda: at)
+    monkeypatch.setattr(readings, "server_clock", lambda: at)
 
 
 def _subscription_served(at: datetime) -> list[str | None]:
@@ -298,7 +299,7 @@ def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose
     for position, (kind, remaining, gap, offset) in enumerate(history):
         at += timedelta(seconds=gap)
         claimed = _claimed(kind, offset, at)
-        with mock.patch.object(services, "server_clock", lambda at=at: at):
+        with mock.patch.object(readings, "server_clock", lambda at=at: at):
             _receive(kind, remaining, claimed, at)
         newest = QuotaReading.objects.order_by("-pk").first()
         assert newest is not None
@@ -617,7 +618,7 @@ def test_a_cached_decision_is_never_served_for_an_earlier_instant() -> None:
 
 
 class _WatchedComputing(dict):
-    """services._computing, signalling each lookup (a thread arriving for a decision)."""
+    """decisions._computing, signalling each lookup (a thread arriving for a decision)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -637,7 +638,7 @@ def test_concurrent_requests_for_one_decision_compute_it_once(
     counters = billing_services.change_counters()
     candidates = services.registered_candidates()
     snapshot = services.current_snapshot(counters[0])
-    views = services.load_views(services._referenced(candidates), snapshot.catalog)
+    views = services.load_views(services.referenced_connections(candidates), snapshot.catalog)
     leader_inside = threading.Event()
     release = threading.Event()
     loads: list[str] = []
@@ -649,8 +650,8 @@ def test_concurrent_requests_for_one_decision_compute_it_once(
         return views
 
     computing = _WatchedComputing()
-    monkeypatch.setattr(services, "load_views", slow_load_views)
-    monkeypatch.setattr(services, "_computing", computing)
+    monkeypatch.setattr(decisions, "load_views", slow_load_views)
+    monkeypatch.setattr(decisions, "_computing", computing)
     answers: dict[str, object] = {}
 
     def ask() -> None:
@@ -852,8 +853,8 @@ def test_a_reported_spend_cost_outside_its_column_is_refused(cost: Decimal) -> N
         {"remaining_percent": -1.0},
         {"remaining_percent": float("nan")},
         {"remaining_percent": float("inf")},
-        {"windows": (services.WindowReading("five_hour", 100.5, None),)},
-        {"windows": (services.WindowReading("five_hour", float("nan"), None),)},
+        {"windows": (core.WindowReading("five_hour", 100.5, None),)},
+        {"windows": (core.WindowReading("five_hour", float("nan"), None),)},
     ],
     ids=["above-100", "negative", "nan", "infinite", "window-above-100", "window-nan"],
 )

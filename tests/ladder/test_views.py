@@ -13,6 +13,7 @@ from billing.models import AuditEntry
 from ladder import views
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
+from ladder.services import enqueue
 from ladder.tokens import hash_secret
 from tests.e2e.pages import parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
@@ -269,12 +270,11 @@ def test_refresh_of_a_connection_without_quota_source_says_why(
 def test_refresh_when_the_broker_is_down_says_nothing_was_queued(
     demo: None, operator: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ladder import tasks
 
     def broker_down(*args: Any, **kwargs: Any) -> None:
         raise ConnectionRefusedError
 
-    monkeypatch.setattr(tasks.refresh_connection_task, "apply_async", broker_down)
+    monkeypatch.setattr(enqueue, "send_refresh", broker_down)
 
     response = operator.post(
         "/connections/claude-max-1/refresh/", headers=htmx_headers("refresh-notice")
@@ -287,12 +287,9 @@ def test_refresh_when_the_broker_is_down_says_nothing_was_queued(
 def test_refresh_queues_a_poll(
     demo: None, operator: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ladder import tasks
 
     queued: list[dict[str, Any]] = []
-    monkeypatch.setattr(
-        tasks.refresh_connection_task, "apply_async", lambda **kwargs: queued.append(kwargs)
-    )
+    monkeypatch.setattr(enqueue, "send_refresh", lambda **kwargs: queued.append(kwargs))
 
     response = operator.post(
         "/connections/claude-max-1/refresh/", headers=htmx_headers("refresh-notice")

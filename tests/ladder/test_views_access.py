@@ -11,6 +11,7 @@ from django.test import Client
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder import views
 from ladder.models import ApiToken, Connection, LadderSettings
+from ladder.services import enqueue
 from ladder.tokens import create_token
 from tests.e2e.pages import Element, parse, top_elements
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
@@ -162,12 +163,9 @@ def _writes() -> list[tuple[str, dict[str, Any]]]:
 def test_a_viewer_gets_403_on_every_write_and_nothing_changes(
     demo: None, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ladder import tasks
 
     queued: list[Any] = []
-    monkeypatch.setattr(
-        tasks.refresh_connection_task, "apply_async", lambda **kw: queued.append(kw)
-    )
+    monkeypatch.setattr(enqueue, "send_refresh", lambda **kw: queued.append(kw))
     writes = _writes()
     before = _database_state()
     signed_in(client, "victor", "viewer")

@@ -12,9 +12,10 @@ import pytest
 from django.test import Client
 
 from billing.models import AuditEntry
-from ladder import tasks, views
+from ladder import views
 from ladder.crypto import decrypt_credential
 from ladder.models import NotificationDelivery, Webhook
+from ladder.services import enqueue
 from tests.e2e.pages import parse, top_elements
 from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, WEBHOOK_SECRET, make_webhook
@@ -34,11 +35,7 @@ def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     sent: list[str] = []
-    monkeypatch.setattr(
-        tasks.deliver_notification_task,
-        "apply_async",
-        lambda *args, **kwargs: sent.append(kwargs["kwargs"]["delivery_id"]),
-    )
+    monkeypatch.setattr(enqueue, "send_delivery", sent.append)
     return sent
 
 

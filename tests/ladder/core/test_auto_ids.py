@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ladder.core import (
-    Grouping,
-    NotAnAutoId,
-    UnknownTier,
-    parse_auto_id,
-)
+from ladder.core import Grouping, NotAnAutoId, UnknownTier, parse_auto_id
 
 
 @pytest.mark.parametrize(

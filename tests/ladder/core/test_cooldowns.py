@@ -6,16 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ladder.core import (
-    CooldownChange,
-    apply_event,
-    backoff_seconds,
-    clamp_cooldown_to_reset,
-)
-from tests.ladder.core.factories import (
-    CONFIG,
-    NOW,
-)
+from ladder.core import CooldownChange, apply_event, backoff_seconds, clamp_cooldown_to_reset
+from tests.ladder.core.factories import CONFIG, NOW
 
 
 def test_backoff_sequence_doubles_up_to_the_cap() -> None:

@@ -7,17 +7,8 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ladder.core import (
-    LadderConfig,
-    apply_event,
-    clamp_cooldown_to_reset,
-)
-from tests.ladder.core.strategies import (
-    BASE,
-    PROPERTY_SETTINGS,
-    configs,
-    offsets,
-)
+from ladder.core import LadderConfig, apply_event, clamp_cooldown_to_reset
+from tests.ladder.core.strategies import BASE, PROPERTY_SETTINGS, configs, offsets
 
 
 @PROPERTY_SETTINGS

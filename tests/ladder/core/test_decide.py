@@ -7,10 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing.classify import (
-    KEYLESS_VERDICT,
-    UNCURATED_VERDICT,
-)
+from billing.classify import KEYLESS_VERDICT, UNCURATED_VERDICT
 from billing.tiers import Tier
 from ladder.core import (
     NEVER_READ,

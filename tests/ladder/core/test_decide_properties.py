@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from ladder.core import (
-    AutoId,
-    Grouping,
-    Rung,
-    decide,
-)
+from ladder.core import AutoId, Grouping, Rung, decide
 from tests.ladder.core.strategies import (
     PROPERTY_SETTINGS,
     World,

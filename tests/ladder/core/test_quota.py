@@ -21,12 +21,7 @@ from ladder.core import (
     is_reading_current,
     reading_staleness,
 )
-from tests.ladder.core.factories import (
-    CONFIG,
-    DROPPED,
-    NOW,
-    reading,
-)
+from tests.ladder.core.factories import CONFIG, DROPPED, NOW, reading
 
 IN_1H = NOW + timedelta(hours=1)
 IN_2H = NOW + timedelta(hours=2)

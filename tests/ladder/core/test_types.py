@@ -7,11 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from ladder.core import (
-    LadderConfig,
-    Reason,
-    Rung,
-)
+from ladder.core import LadderConfig, Reason, Rung
 
 
 def test_rung_labels_are_the_api_strings() -> None:

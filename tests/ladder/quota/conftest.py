@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ladder.quota.base import make_client
+from ladder.quota.http import make_client
 
 from .fake_upstream import FakeUpstream
 

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from ladder.quota import get_adapter
-from ladder.quota.base import MAX_BODY_BYTES, QuotaError, make_client
+from ladder.quota.base import QuotaError
+from ladder.quota.http import MAX_BODY_BYTES, make_client
 
 from .fake_upstream import FakeUpstream, Received
 from .recorded import load, raw

@@ -1,7 +1,7 @@
 """Notifications, the shell: observe the ladder through the public services, keep what
 was last notified in the database, create one delivery per (webhook, transition), and
 sign and send each one, at most one attempt at a time. The rules are pure and live in
-`ladder/notification_rules.py`; the Celery tasks that call this are in `ladder/tasks.py`.
+`ladder/core/notifications.py`; the Celery tasks that call this are in `ladder/tasks.py`.
 
 Webhook targets are checked when saved and again before every attempt: the host is
 resolved, every address it resolves to is checked, and the request connects to the
@@ -29,8 +29,10 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.classify import Billing
-from ladder import notification_rules as rules
 from ladder import services
+from ladder.core import SUBSCRIPTION_AUTO_ID
+from ladder.core import notifications as rules
+from ladder.core.notifications import IPAddress, Kind, TargetRefused
 from ladder.crypto import (
     CredentialDecryptError,
     CredentialKeyMissing,
@@ -38,8 +40,7 @@ from ladder.crypto import (
     encrypt_credential,
 )
 from ladder.models import Connection, NotificationDelivery, NotificationState, Webhook
-from ladder.notification_rules import IPAddress, Kind, TargetRefused
-from ladder.core import SUBSCRIPTION_AUTO_ID
+from ladder.services import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -449,10 +450,8 @@ def _create_deliveries(transitions: Sequence[rules.Transition], now: datetime) -
 
 
 def _enqueue(delivery_id: str) -> None:
-    from ladder import tasks
-
     try:
-        tasks.deliver_notification_task.apply_async(kwargs={"delivery_id": delivery_id})
+        enqueue.send_delivery(delivery_id)
     except Exception as error:  # kombu raises several types; all mean "not queued"
         # Not lost: the beat finds the overdue delivery and enqueues it again.
         logger.warning("could not enqueue notification %s: %s", delivery_id, type(error).__name__)

@@ -1,5 +1,6 @@
-"""The quota refresh shell: poll one connection's usage endpoint through its adapter and
-store what it says as a reading. IO lives here; parsing is pure in `ladder/quota/`.
+"""Polling: poll one connection's usage endpoint through its adapter and store what it
+says as a reading; which connections are due; a refresh asked for now. IO lives here;
+parsing is pure in `ladder/quota/`, the polling rules in `ladder/core/polling.py`.
 
 Exactly one refresh of a connection runs at a time: a short lease on the connection row
 is taken with a conditional UPDATE (works on PostgreSQL and SQLite, holds no transaction
@@ -9,7 +10,6 @@ an older SAFE reading never stands as current after a failure.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -20,13 +20,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ladder import core, services
+from ladder import core
 from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
 from ladder.models import Connection, LadderSettings
-from ladder.quota.base import ErrorKind, ParsedQuota, QuotaError, make_client
+from ladder.quota.base import ErrorKind, ParsedQuota, QuotaError
+from ladder.quota.http import make_client
 from ladder.quota.registry import UnknownAdapter, get_adapter
-
-logger = logging.getLogger(__name__)
+from ladder.services import enqueue
+from ladder.services.common import NotFound, known_id, logger
+from ladder.services.readings import ReadingInput, received_at, store_reading
 
 # A usage endpoint that said 429 without Retry-After is left alone this long.
 DEFAULT_POLL_BACKOFF = timedelta(minutes=5)
@@ -84,8 +86,8 @@ def _release_lease(connection_id: str) -> None:
     Connection.objects.filter(connection_id=connection_id).update(refresh_lease_until=None)
 
 
-def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> services.ReadingInput:
-    return services.ReadingInput(
+def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> ReadingInput:
+    return ReadingInput(
         status=parsed.status.value if parsed.status is not None else None,
         remaining_percent=parsed.remaining_percent,
         reset_at=parsed.reset_at,
@@ -96,10 +98,8 @@ def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> services.R
     )
 
 
-def _unknown(detail: str, source: str, now: datetime) -> services.ReadingInput:
-    return services.ReadingInput(
-        status="UNKNOWN", checked_at=now, source=source, detail=detail[:500]
-    )
+def _unknown(detail: str, source: str, now: datetime) -> ReadingInput:
+    return ReadingInput(status="UNKNOWN", checked_at=now, source=source, detail=detail[:500])
 
 
 def refresh_quota(
@@ -127,7 +127,7 @@ def refresh_quota(
         requested_at is not None
         and current is not None
         and current.checked_at >= requested_at
-        and current.checked_at <= services.received_at(now)
+        and current.checked_at <= received_at(now)
     ):
         return RefreshOutcome(connection_id, False, "a newer reading already exists")
     if connection.poll_not_before is not None and connection.poll_not_before > now:
@@ -139,11 +139,11 @@ def refresh_quota(
         )
     try:
         reading, quota_error, poll_not_before = _poll(connection, source, now)
-        services.store_reading(connection_id, reading, now=now)
+        store_reading(connection_id, reading, now=now)
         Connection.objects.filter(connection_id=connection_id).update(
             quota_error=quota_error, poll_not_before=poll_not_before
         )
-    except services.NotFound:
+    except NotFound:
         return RefreshOutcome(connection_id, False, "the connection was deleted meanwhile")
     finally:
         _release_lease(connection_id)
@@ -152,7 +152,7 @@ def refresh_quota(
 
 def _poll(
     connection: Connection, source: str, now: datetime
-) -> tuple[services.ReadingInput, str, datetime | None]:
+) -> tuple[ReadingInput, str, datetime | None]:
     """Fetch and parse; every failure becomes an UNKNOWN reading with its cause."""
     try:
         adapter = get_adapter(source)
@@ -222,3 +222,33 @@ def due_connection_ids(
         )
         .values_list("connection_id", flat=True)
     )
+
+
+# --- a refresh asked for now ----------------------------------------------------------
+
+
+class NoQuotaSource(Exception):
+    """The connection has no quota source to poll."""
+
+
+class BrokerUnavailable(Exception):
+    """The task broker refused or timed out; nothing was queued."""
+
+
+def request_refresh(connection_id: str) -> None:
+    """Enqueue an immediate background poll; NotFound, NoQuotaSource or BrokerUnavailable."""
+    connection = Connection.objects.filter(connection_id=known_id(connection_id)).first()
+    if connection is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    if not core.is_polled(connection.quota_source):
+        raise NoQuotaSource(
+            f"Connection {connection_id!r} has no quota source: set quota_source to poll it, "
+            "or push readings to /readings."
+        )
+    try:
+        enqueue.send_refresh(
+            kwargs={"connection_id": connection_id, "requested_at": timezone.now().isoformat()}
+        )
+    except Exception as error:  # kombu raises several types; all mean "not queued"
+        logger.warning("could not enqueue a refresh of %s: %s", connection_id, type(error).__name__)
+        raise BrokerUnavailable("The task broker is unavailable; nothing was queued.") from error

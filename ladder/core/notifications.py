@@ -2,7 +2,7 @@
 observed now, the transitions to notify (one per transition, none while a state holds);
 which webhook targets are refused; the bodies, their signature and the retry backoff.
 
-No Django, no clock, no IO: the shell (`ladder/notifications.py`) observes, stores the
+No Django, no clock, no IO: the shell (`ladder/services/notifications.py`) observes, stores the
 last notified state, resolves host names and sends. All datetimes are aware UTC.
 
 Subjects and their states (the first is the baseline a never-seen subject starts in, so

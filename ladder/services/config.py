@@ -1,0 +1,117 @@
+"""The ladder's settings: the stored row, the frozen config the core takes, and the
+audited update of every tuning field at once."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from billing import services as billing_services
+from billing.models import ChangeCounter
+from ladder.core import BudgetWindow, LadderConfig, settings_bounds
+from ladder.models import LadderSettings
+from ladder.services.common import logger
+
+
+def get_settings_row() -> LadderSettings:
+    """The single settings row (created with the defaults if a database lost it)."""
+    row, _ = LadderSettings.objects.get_or_create(pk=1)
+    return row
+
+
+def effective_settings_of(row: LadderSettings) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The tuning the ladder applies for the stored row, and the fields the row holds
+    outside the rules (a row from an older release, or edited by hand: each such field
+    takes its nearest legal value, so neither a decision nor a read of the settings
+    fails on it). Logged, so an operator can save the settings again."""
+    values, out_of_range = settings_bounds.effective_settings(
+        {name: getattr(row, name) for name in SETTINGS_FIELDS}
+    )
+    if out_of_range and out_of_range not in _settings_warned:
+        # Once per process and set of fields: the config is read on every write path.
+        _settings_warned.add(out_of_range)
+        logger.warning(
+            "stored ladder settings outside the rules, applied as the nearest legal value: %s",
+            ", ".join(out_of_range),
+        )
+    return values, out_of_range
+
+
+_settings_warned: set[tuple[str, ...]] = set()
+
+
+def config_from_row(row: LadderSettings) -> LadderConfig:
+    """The frozen config the pure core takes (out-of-range fields as applied)."""
+    values, _ = effective_settings_of(row)
+    return LadderConfig(
+        exit_cutoff_percent=values["exit_cutoff_percent"],
+        reentry_min_remaining_percent=values["reentry_min_remaining_percent"],
+        cheap_budget_usd=values["cheap_budget_usd"],
+        premium_budget_usd=values["premium_budget_usd"],
+        budget_window=BudgetWindow(values["budget_window"]),
+        max_state_age_seconds=values["max_state_age_seconds"],
+        base_cooldown_seconds=values["base_cooldown_seconds"],
+        max_cooldown_seconds=values["max_cooldown_seconds"],
+        cheap_max_input_usd_per_mtok=values["cheap_max_input_usd_per_mtok"],
+    )
+
+
+def load_config() -> LadderConfig:
+    """The current tuning (one query)."""
+    return config_from_row(get_settings_row())
+
+
+SETTINGS_FIELDS = (
+    "exit_cutoff_percent",
+    "reentry_min_remaining_percent",
+    "cheap_budget_usd",
+    "premium_budget_usd",
+    "budget_window",
+    "max_state_age_seconds",
+    "base_cooldown_seconds",
+    "max_cooldown_seconds",
+    "cheap_max_input_usd_per_mtok",
+)
+
+
+def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
+    """The audited tuning fields (decimals as strings)."""
+    return {
+        name: (str(value) if isinstance(value, Decimal) else value)
+        for name in SETTINGS_FIELDS
+        for value in [getattr(row, name)]
+    }
+
+
+def validate_settings(values: dict[str, Any]) -> None:
+    """Every settings rule (ladder/core/settings_bounds.py, the one definition); raises
+    ValidationError by field. The re-entry floor below the exit cutoff names both."""
+    problems = settings_bounds.settings_problems(values)
+    if problems:
+        raise ValidationError(problems)
+
+
+def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
+    """Replace every tuning field at once, audited in the same transaction."""
+    validate_settings(values)
+    with transaction.atomic():
+        row = LadderSettings.objects.select_for_update().get_or_create(pk=1)[0]
+        before = settings_snapshot(row)
+        for name in SETTINGS_FIELDS:
+            setattr(row, name, values[name])
+        row.updated_by = actor
+        row.full_clean()
+        row.save()
+        billing_services.bump(ChangeCounter.CONFIG)
+        billing_services.record_audit(
+            target_type="settings",
+            target_id=1,
+            action="update",
+            actor=actor,
+            before=before,
+            after=settings_snapshot(row),
+        )
+    return row

@@ -1,0 +1,191 @@
+"""Quota readings: normalised, stored in one transaction with the hysteresis they move,
+and pruned after the retention period."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from billing import services as billing_services
+from billing.bounds import OutOfRange, bounds_of, check_float
+from billing.models import ChangeCounter
+from ladder import core
+from ladder.core import HysteresisState, WindowReading
+from ladder.models import Connection, HysteresisTransition, QuotaReading
+from ladder.services.common import MAX_CLOCK_SKEW, NotFound, known_id
+from ladder.services.config import load_config
+from ladder.services.enqueue import schedule_refresh_at_reset
+from ladder.services.loading import hysteresis_of, reading_of
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingInput:
+    status: str | None = None
+    remaining_percent: float | None = None
+    reset_at: datetime | None = None
+    checked_at: datetime | None = None
+    windows: tuple[WindowReading, ...] | None = None
+    source: str = "push"
+    detail: str = ""
+
+
+def check_reading_percents(data: ReadingInput) -> None:
+    """Every percent of a reading is a finite number within its column's 0..100, from
+    whichever path it came (API, adapters, events); ValidationError naming the field."""
+    bounds = bounds_of(QuotaReading, "remaining_percent")
+    named = [("remaining_percent", data.remaining_percent)]
+    named += [("windows", w.remaining_percent) for w in data.windows or ()]
+    for name, value in named:
+        if value is None:
+            continue
+        try:
+            check_float(value, bounds)
+        except OutOfRange as error:
+            raise ValidationError({name: [f"A remaining percent: {error}"]}) from None
+
+
+def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
+    """Reduce windows to the binding window, derive the status, default checked_at and
+    cap it at `now` (the receive time)."""
+    check_reading_percents(data)
+    remaining, reset_at = data.remaining_percent, data.reset_at
+    if data.windows and remaining is None:
+        remaining, window_reset = core.binding_window(data.windows)
+        reset_at = window_reset if window_reset is not None else reset_at
+    checked_at = data.checked_at or now
+    if checked_at - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    checked_at = core.stored_checked_at(checked_at, now)
+    status = data.status or core.derive_status(remaining)
+    return ReadingInput(
+        status=status,
+        remaining_percent=remaining,
+        reset_at=reset_at,
+        checked_at=checked_at,
+        windows=data.windows,
+        source=data.source,
+        detail=data.detail,
+    )
+
+
+@dataclass
+class StoredReading:
+    reading: QuotaReading
+    is_current: bool
+    transition: HysteresisTransition | None
+    on_commit: list[Any] = field(default_factory=list)
+
+
+def _windows_json(windows: tuple[WindowReading, ...] | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": w.name,
+            "remaining_percent": w.remaining_percent,
+            "reset_at": w.reset_at.isoformat() if w.reset_at else None,
+        }
+        for w in windows or ()
+    ]
+
+
+def server_clock() -> datetime:
+    """The server's own clock (a seam: tests freeze it)."""
+    return timezone.now()
+
+
+def received_at(now: datetime) -> datetime:
+    """The instant a reading is received: the caller's `now`, or the server's clock when
+    that is later (a worker's `now` is the start of its poll, seconds earlier; a reading
+    stored meanwhile must not look dated ahead of it)."""
+    return max(now, server_clock())
+
+
+def store_reading(
+    connection_id: str, data: ReadingInput, *, now: datetime | None = None
+) -> StoredReading:
+    """Store a reading; if it is the newest it becomes current and updates hysteresis,
+    all in one transaction. NotFound for an unknown connection."""
+    known_id(connection_id)
+    now = now or timezone.now()
+    data = normalise_reading(data, now)
+    assert data.checked_at is not None
+    assert data.status is not None
+    config = load_config()
+    with transaction.atomic():
+        connection = (
+            Connection.objects.select_for_update(of=("self",))
+            .select_related("current_reading")
+            .filter(connection_id=connection_id)
+            .first()
+        )
+        if connection is None:
+            raise NotFound(f"No connection {connection_id!r}.")
+        reading = QuotaReading.objects.create(
+            connection=connection,
+            status=data.status,
+            remaining_percent=data.remaining_percent,
+            reset_at=data.reset_at,
+            checked_at=data.checked_at,
+            windows=_windows_json(data.windows),
+            source=data.source,
+            detail=data.detail[:500],
+        )
+        current = connection.current_reading
+        # A late-arriving older reading is kept as history but does not change the state.
+        is_current = core.supersedes(
+            reading.checked_at,
+            current.checked_at if current is not None else None,
+            received_at(now),
+        )
+        transition = None
+        if is_current:
+            connection.current_reading = reading
+            previous = hysteresis_of(connection)
+            core_reading = reading_of(reading)
+            assert core_reading is not None
+            after = core.hysteresis_after(previous, core_reading, config)
+            update_fields = ["current_reading", "updated_at"]
+            if previous == core.NEVER_READ and after.state is HysteresisState.IN_PLAY:
+                # The first reading starts the in-play period (no flip, so no transition row).
+                connection.hysteresis_since = data.checked_at
+                connection.hysteresis_reason = "in play since its first reading"
+                update_fields += ["hysteresis_since", "hysteresis_reason"]
+            if after.state is not previous.state:
+                connection.hysteresis_state = after.state.value
+                connection.hysteresis_since = after.since
+                connection.hysteresis_reason = after.reason[:300]
+                update_fields += ["hysteresis_state", "hysteresis_since", "hysteresis_reason"]
+                transition = HysteresisTransition.objects.create(
+                    connection=connection,
+                    state=after.state.value,
+                    at=after.since or data.checked_at,
+                    reason=after.reason[:300],
+                )
+            connection.save(update_fields=update_fields)
+        billing_services.bump(ChangeCounter.STATE)
+        stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
+        if is_current and core.should_schedule_reset_refresh(
+            reading.reset_at,
+            current.reset_at if current is not None else None,
+            current.checked_at if current is not None else None,
+            now,
+        ):
+            transaction.on_commit(lambda: schedule_refresh_at_reset(connection, reading.reset_at))
+    return stored
+
+
+def prune_readings(*, older_than: datetime) -> int:
+    """Delete readings checked before `older_than`, never a connection's current one."""
+    current_ids = Connection.objects.filter(current_reading__isnull=False).values(
+        "current_reading_id"
+    )
+    deleted, _ = (
+        QuotaReading.objects.filter(checked_at__lt=older_than).exclude(pk__in=current_ids).delete()
+    )
+    return deleted

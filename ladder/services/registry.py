@@ -1,0 +1,157 @@
+"""The registry: connections and candidates, created, replaced and deleted, each write
+bumping the state counter in its transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from billing import services as billing_services
+from billing.models import ChangeCounter
+from ladder import core
+from ladder.crypto import encrypt_credential
+from ladder.models import Candidate, Connection, is_connection_id
+from ladder.services.common import NotFound, known_id, logger, refuse_bad_ids
+from ladder.services.loading import connections_with_readings
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInput:
+    provider: str
+    auth_type: str
+    label: str = ""
+    active: bool = True
+    quota_source: str = core.NO_QUOTA_SOURCE
+    credential: str | None = None  # None keeps the stored one; "" clears it
+
+
+class ConnectionExists(Exception):
+    """A create-only write named an id that is registered already; nothing changed."""
+
+
+def upsert_connection(
+    connection_id: str, data: ConnectionInput, *, must_exist: bool | None = None
+) -> tuple[Connection, bool]:
+    """Create or replace a connection's fields; the credential is encrypted before storing.
+    `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
+    decided under the row lock so a concurrent write cannot slip in between."""
+    refuse_bad_ids("connection_id", [connection_id])
+    ciphertext = None
+    if data.credential:
+        ciphertext = encrypt_credential(data.credential)
+    with transaction.atomic():
+        connection = (
+            Connection.objects.select_for_update().filter(connection_id=connection_id).first()
+        )
+        created = connection is None
+        if must_exist is True and connection is None:
+            raise NotFound(f"No connection {connection_id!r}.")
+        if must_exist is False and connection is not None:
+            raise ConnectionExists(f"A connection with the id {connection_id} exists already.")
+        if connection is None:
+            connection = Connection(connection_id=connection_id)
+        connection.provider = data.provider
+        connection.auth_type = data.auth_type
+        connection.label = data.label
+        connection.is_active = data.active
+        connection.quota_source = data.quota_source
+        if data.credential == "":
+            connection.credential_ciphertext = ""
+        elif ciphertext is not None:
+            connection.credential_ciphertext = ciphertext
+        try:
+            with transaction.atomic():
+                connection.save()
+        except IntegrityError as error:  # created concurrently by another request
+            raise ConnectionExists(
+                f"A connection with the id {connection_id} exists already."
+            ) from error
+        billing_services.bump(ChangeCounter.STATE)
+    logger.info(
+        "connection %s %s (provider %s, auth %s, credential %s)",
+        connection_id,
+        "created" if created else "updated",
+        data.provider,
+        data.auth_type,
+        "replaced" if ciphertext else ("cleared" if data.credential == "" else "kept"),
+    )
+    return connection, created
+
+
+def delete_connection(connection_id: str) -> bool:
+    """Delete a connection and its readings; False when there was none."""
+    if not is_connection_id(connection_id):
+        return False
+    with transaction.atomic():
+        deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
+        if deleted:
+            billing_services.bump(ChangeCounter.STATE)
+    return deleted > 0
+
+
+def get_connection(connection_id: str) -> Connection:
+    """One connection with its current reading; NotFound otherwise."""
+    connection = connections_with_readings().filter(connection_id=known_id(connection_id)).first()
+    if connection is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    return connection
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateInput:
+    provider: str
+    model: str
+    categories: tuple[str, ...] = ()
+    priority: int = 0
+    connection_id: str | None = None
+    allowed_connection_ids: tuple[str, ...] | None = None
+
+
+def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] | None) -> None:
+    """Exactly one of a pinned connection and a non-empty allowlist."""
+    if (connection_id is None) == (not allowed):
+        raise ValidationError(
+            {
+                "connection_id": [
+                    "Give exactly one of connection_id and a non-empty allowed_connection_ids."
+                ]
+            }
+        )
+
+
+def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Candidate:
+    """Create a candidate, or replace one's fields (NotFound when it does not exist)."""
+    validate_candidate_target(data.connection_id, data.allowed_connection_ids)
+    refuse_bad_ids("connection_id", [data.connection_id])
+    refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
+    with transaction.atomic():
+        if candidate_id is None:
+            candidate = Candidate()
+        else:
+            found = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
+            if found is None:
+                raise NotFound(f"No candidate {candidate_id}.")
+            candidate = found
+        candidate.provider = data.provider
+        candidate.model = data.model
+        candidate.categories = list(dict.fromkeys(data.categories))
+        candidate.priority = data.priority
+        candidate.connection_id = data.connection_id
+        candidate.allowed_connection_ids = (
+            list(data.allowed_connection_ids) if data.allowed_connection_ids else None
+        )
+        candidate.save()
+        billing_services.bump(ChangeCounter.STATE)
+    return candidate
+
+
+def delete_candidate(candidate_id: int) -> bool:
+    """Remove a registered candidate; False when there was none."""
+    with transaction.atomic():
+        deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
+        if deleted:
+            billing_services.bump(ChangeCounter.STATE)
+    return deleted > 0

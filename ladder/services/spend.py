@@ -1,0 +1,179 @@
+"""Spend: one request's cost recorded once per request id, and each paid rung against
+its budget in the current window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from billing import services as billing_services
+from billing.bounds import OutOfRange, bounds_of, fit_decimal
+from billing.classify import UNCURATED_VERDICT
+from billing.models import ChangeCounter
+from ladder import core
+from ladder.core import LadderConfig, Rung, RungSpend
+from ladder.models import Connection, SpendEntry
+from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_ids
+from ladder.services.config import load_config
+from ladder.services.decisions import Snapshot, current_snapshot
+from ladder.services.loading import spend_in_window
+
+
+@dataclass(frozen=True, slots=True)
+class SpendInput:
+    request_id: str
+    connection_id: str
+    provider: str
+    model: str
+    cost_usd: Decimal | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    occurred_at: datetime | None = None
+
+
+def spend_rung(
+    connection_id: str, provider: str, model: str, snapshot: Snapshot | None = None
+) -> Rung:
+    """The rung a request landed on: billing of its connection, then the model's tier
+    (from the cached snapshot the decisions use: no reload of a large price table)."""
+    if snapshot is None:
+        snapshot = current_snapshot(billing_services.change_counters()[0])
+    connection = Connection.objects.filter(connection_id=connection_id).first()
+    verdict = (
+        snapshot.catalog.classify(connection.provider, connection.auth_type)
+        if connection is not None
+        else UNCURATED_VERDICT
+    )
+    tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
+    return core.rung_for(verdict, tier)
+
+
+def earliest_spend_at(now: datetime) -> datetime:
+    """The oldest `occurred_at` a spend report may carry: the retention period back, or
+    the start of the current budget window if that is earlier."""
+    # Spend is refused beyond the product's one retention period (a year-1 date is a
+    # broken clock, not a request), but never spend that still counts against a budget:
+    # refusing it would let a paid rung overspend (a month outlasts 14 days' retention).
+    retention_start = now - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    window_start, _ = core.budget_window_bounds(load_config().budget_window, now)
+    return min(retention_start, window_start)
+
+
+def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
+    """At most MAX_CLOCK_SKEW ahead of `now` and not before `earliest_spend_at`."""
+    if occurred_at is None:
+        return
+    if occurred_at - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {"occurred_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    # Cheap test first: the budget window (one query) is read only for an old date.
+    retention = timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
+    if occurred_at < now - retention and occurred_at < earliest_spend_at(now):
+        raise ValidationError(
+            {
+                "occurred_at": [
+                    f"Older than the retention period ({retention.days} days) and before "
+                    "the current budget window."
+                ]
+            }
+        )
+
+
+def _spend_cost(cost: Decimal) -> Decimal:
+    """The cost rounded to its column (16 digits, 8 after the point), or ValidationError:
+    checked after rounding, since 99,999,999.999999995 rounds past the column, which
+    SQLite would store and then fail every read of the spend ledger."""
+    bounds = bounds_of(SpendEntry, "cost_usd")
+    try:
+        if cost < 0:
+            raise OutOfRange
+        return fit_decimal(cost, bounds)
+    except (OutOfRange, ArithmeticError):
+        raise ValidationError(
+            {"cost_usd": [f"A request's cost must be between 0 and {bounds.high:,f} USD."]}
+        ) from None
+
+
+def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
+    """Record one request's spend once per request_id; (entry, created)."""
+    refuse_bad_ids("connection_id", [data.connection_id])
+    now = now or timezone.now()
+    existing = SpendEntry.objects.filter(request_id=data.request_id).first()
+    if existing is not None:
+        return existing, False
+    validate_occurred_at(data.occurred_at, now)
+    snapshot = current_snapshot(billing_services.change_counters()[0])
+    cost = data.cost_usd
+    is_computed = cost is None
+    if cost is None:
+        cost = snapshot.prices.cost_usd(
+            data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
+        )
+    cost = _spend_cost(cost)
+    rung = spend_rung(data.connection_id, data.provider, data.model, snapshot)
+    try:
+        with transaction.atomic():
+            entry = SpendEntry.objects.create(
+                request_id=data.request_id,
+                connection_id=data.connection_id,
+                provider=data.provider,
+                model=data.model,
+                cost_usd=cost,
+                is_cost_computed=is_computed,
+                input_tokens=data.input_tokens,
+                output_tokens=data.output_tokens,
+                rung=rung.label,
+                occurred_at=data.occurred_at or now,
+            )
+            billing_services.bump(ChangeCounter.STATE)
+    except IntegrityError:  # the same request_id reported twice at once
+        return SpendEntry.objects.get(request_id=data.request_id), False
+    return entry, True
+
+
+@dataclass(frozen=True, slots=True)
+class RungBudget:
+    spent_usd: Decimal
+    budget_usd: Decimal | None
+    is_exhausted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpendSummary:
+    budget_window: str
+    window_start: datetime
+    window_end: datetime
+    rungs: dict[str, RungBudget]
+
+
+def spend_summary(*, now: datetime | None = None) -> SpendSummary:
+    """Spend of each paid rung against its budget in the current window."""
+    now = now or timezone.now()
+    config = load_config()
+    return summarise_spend(config, spend_in_window(config, now), now)
+
+
+def summarise_spend(
+    config: LadderConfig, spend: dict[Rung, RungSpend], now: datetime
+) -> SpendSummary:
+    """The spend summary of already-loaded window spend (no query)."""
+    start, end = core.budget_window_bounds(config.budget_window, now)
+    rungs = {}
+    for rung in PAID_RUNGS:
+        budget = config.budget_for(rung)
+        spent = spend[rung].spent_usd
+        rungs[rung.label] = RungBudget(
+            spent_usd=spent,
+            budget_usd=budget,
+            is_exhausted=budget is not None and spent >= budget,
+        )
+    return SpendSummary(
+        budget_window=config.budget_window.value, window_start=start, window_end=end, rungs=rungs
+    )
