@@ -432,6 +432,10 @@ def test_refreshes_asked_of_both_web_processes_poll_each_connection_once_on_both
 
     # Then each connection was polled exactly once, by one worker, and both took a share.
     assert [usage.calls_of(credential) for _, credential in plans] == [1, 1, 1, 1]
+    # A worker logs a poll once its task returns, just after the reading commits.
+    wait_until(
+        lambda: sum(len(c) for c in _polled_by(cluster, ids).values()) >= len(ids), timeout=20
+    )
     polled_by = _polled_by(cluster, ids)
     assert sorted(polled_by["worker-a"] + polled_by["worker-b"]) == sorted(ids)
     assert polled_by["worker-a"], "the beat's worker polled nothing"

@@ -590,6 +590,7 @@ def test_six_tries_wait_about_thirty_minutes_in_doubling_steps() -> None:
 
 
 def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
+    import ast
     import subprocess
     import sys
 
@@ -602,7 +603,9 @@ def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
 
-    assert output.strip() == "['ladder', 'ladder.core.notifications']"
+    loaded = ast.literal_eval(output.strip())
+    assert [m for m in loaded if not (m == "ladder" or m.startswith("ladder.core"))] == []
+    assert "ladder.core.notifications" in loaded
 
 
 def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_else() -> None:
