@@ -37,6 +37,7 @@ from ladder.core.decide import (
     inputs_valid_until,
     rung_for,
     subscription_billing_cause,
+    unregistered_view,
     usable_connections,
 )
 from ladder.core.polling import (
@@ -155,5 +156,6 @@ __all__ = [
     "stored_checked_at",
     "subscription_billing_cause",
     "supersedes",
+    "unregistered_view",
     "usable_connections",
 ]

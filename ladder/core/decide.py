@@ -173,8 +173,9 @@ def _connection_verdict(
     return fixed_rung, (quota, quota, quota, *budget_causes)
 
 
-def _uncurated_view(connection_id: str, provider: str) -> ConnectionView:
-    # What the shell synthesizes for an unregistered id; never "safe" by omission.
+def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
+    """An id the gateway named but never registered: uncurated (metered), never read;
+    never "safe" by omission."""
     return ConnectionView(
         connection_id=connection_id,
         provider=provider,
@@ -223,7 +224,7 @@ def decide(
         for connection_id in connection_ids:
             verdict = verdicts.get(connection_id)
             if verdict is None:
-                view = connections.get(connection_id) or _uncurated_view(connection_id, provider)
+                view = connections.get(connection_id) or unregistered_view(connection_id, provider)
                 verdict = _connection_verdict(view, grouping, budget_causes, config, now, max_age)
                 verdicts[connection_id] = verdict
             rung, causes = verdict

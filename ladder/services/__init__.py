@@ -6,6 +6,7 @@ public names, so callers read `services.store_reading(...)`."""
 
 from __future__ import annotations
 
+from ladder.core import unregistered_view
 from ladder.services.common import (
     MAX_CLOCK_SKEW,
     PAID_RUNGS,
@@ -65,7 +66,6 @@ from ladder.services.loading import (
     registered_candidates,
     spend_in_window,
     tiers_of,
-    unregistered_view,
     views_of_rows,
 )
 from ladder.services.operations import ConnectionState, OperationsState, operations_state

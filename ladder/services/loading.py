@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Sum
 
 from billing import services as billing_services
-from billing.classify import UNCURATED_VERDICT, Catalog
+from billing.classify import Catalog
 from billing.tiers import PriceBook, Tier
 from ladder import core
 from ladder.core import (
@@ -49,20 +49,6 @@ def hysteresis_of(connection: Connection) -> Hysteresis:
         state=HysteresisState(connection.hysteresis_state),
         since=connection.hysteresis_since,
         reason=connection.hysteresis_reason,
-    )
-
-
-def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
-    """An id the gateway named but never registered: uncurated (metered), never read."""
-    return ConnectionView(
-        connection_id=connection_id,
-        provider=provider,
-        auth_type=None,
-        billing=UNCURATED_VERDICT,
-        is_active=True,
-        cooldown_until=None,
-        reading=None,
-        hysteresis=core.NEVER_READ,
     )
 
 
@@ -147,7 +133,7 @@ def load_views(referenced: dict[str, str], catalog: Catalog) -> dict[str, Connec
     views = views_of_rows(rows, catalog)
     for connection_id, provider in referenced.items():
         if connection_id not in views:
-            views[connection_id] = unregistered_view(connection_id, provider)
+            views[connection_id] = core.unregistered_view(connection_id, provider)
     return views
 
 
