@@ -20,14 +20,9 @@ from pathlib import Path
 from typing import Final
 
 from ladder.core import LadderConfig, Rung
-from ladder.simulation import (
-    Policy,
-    PolicyResult,
-    SimConnection,
-    Trace,
-    cumulative_spend,
-    rung_shares,
-)
+from ladder.simulator.results import Policy, PolicyResult, cumulative_spend, rung_shares
+from ladder.simulator.trace import Trace
+from ladder.simulator.world import SimConnection
 
 REPORT_NAME: Final = "report.html"
 CSV_NAME: Final = "results.csv"
