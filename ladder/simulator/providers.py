@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ladder.core import (
-    QuotaStatus,
-    Reading,
-)
+from ladder import core
+from ladder.core import QuotaStatus, Reading, WindowReading
 from ladder.simulator.trace import Request
 from ladder.simulator.world import PlanWindow, SimConnection
-
-# --------------------------------------------------------------------------- providers
 
 
 class _WindowState:
@@ -77,11 +73,11 @@ class Provider:
             window.used += window.spec.units(request)
 
     def reading(self, now: datetime) -> Reading:
-        """What a usage endpoint says now: the binding (lowest) window, ties to the later
-        reset, as `core.binding_window` reduces windows."""
+        """What a usage endpoint says now, reduced as the shell reduces an adapter's
+        windows (`services.normalise_reading`): the binding window, its derived status."""
         if not self.windows:
             return Reading(QuotaStatus.SAFE, 100.0, None, now)
-        binding = min(self.windows, key=lambda w: (w.remaining_percent(), -w.end.timestamp()))
-        remaining = binding.remaining_percent()
-        status = QuotaStatus.EXHAUSTED if remaining <= 0 else QuotaStatus.SAFE
-        return Reading(status, remaining, binding.end, now)
+        remaining, reset_at = core.binding_window(
+            WindowReading(w.spec.name, w.remaining_percent(), w.end) for w in self.windows
+        )
+        return Reading(core.derive_status(remaining), remaining, reset_at, now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Final
@@ -97,7 +97,6 @@ class _Run:
             self._refresh_view(cid)
         self.events: list[tuple[datetime, int, str, str]] = []
         self.sequence = 0
-        self.reset_refreshes: dict[str, set[datetime]] = {}
         self.due_age = timing.due_age(self.config)
         self.beat = timedelta(seconds=timing.beat_seconds)
         self.grace = timedelta(seconds=timing.reset_grace_seconds)
@@ -144,20 +143,35 @@ class _Run:
         return self.origin + self.beat * ticks
 
     def _store_reading(self, cid: str, reading: Reading, now: datetime) -> None:
-        """As `services.store_reading`: current reading, hysteresis, reset-time refresh."""
+        """What `services.store_reading` does with a reading, through the same core
+        rules: the checked_at cap, which reading is current, hysteresis, and whether the
+        reading's reset instant earns a refresh of its own."""
+        reading = replace(reading, checked_at=core.stored_checked_at(reading.checked_at, now))
+        current = self.reading[cid]
+        if not core.supersedes(
+            reading.checked_at, current.checked_at if current is not None else None, now
+        ):
+            return  # kept as history by the shell; the state does not change
         self.reading[cid] = reading
         self.hysteresis[cid] = core.hysteresis_after(self.hysteresis[cid], reading, self.config)
         self._refresh_view(cid)
-        connection = self.connections[cid]
-        if connection.is_polled:
-            self._push(self._beat_ceil(reading.checked_at + self.due_age), "due", cid)
-            reset_at = reading.reset_at
-            if reset_at is not None and reset_at > now:
-                scheduled = self.reset_refreshes.setdefault(cid, set())
-                if reset_at not in scheduled:
-                    # One refresh per reset instant, however many readings name it.
-                    scheduled.add(reset_at)
-                    self._push(reset_at + self.grace, "reset", cid)
+        if not self.connections[cid].is_polled:
+            return
+        # The beat's scan runs at the first tick where the reading is due by age. Its
+        # other clause (a passed reset) is left to the reset-time refresh below, which
+        # answers every reset within its horizon first: ticks aligned with the plans'
+        # window grid would otherwise poll at the very reset instant, earlier than a
+        # real beat of unknown phase would.
+        self._push(self._beat_ceil(reading.checked_at + self.due_age), "due", cid)
+        if core.should_schedule_reset_refresh(
+            reading.reset_at,
+            current.reset_at if current is not None else None,
+            current.checked_at if current is not None else None,
+            now,
+        ):
+            assert reading.reset_at is not None
+            # `tasks.schedule_refresh_at`: a refresh requested at the reset, run after grace.
+            self._push(reading.reset_at + self.grace, "reset", cid)
 
     def _poll(self, cid: str, now: datetime) -> None:
         self._store_reading(cid, self.providers[cid].reading(now), now)
@@ -170,14 +184,19 @@ class _Run:
             self._roll(at)
             latest = self.reading[cid]
             if kind == "due":
-                # Superseded when a newer reading arrived since this poll was scheduled.
-                if latest is None or latest.checked_at + self.due_age <= at:
+                # The beat's due scan at this tick; a newer reading may have answered it.
+                if self.connections[cid].is_active and core.is_reading_due(
+                    latest.checked_at if latest is not None else None,
+                    latest.reset_at if latest is not None else None,
+                    at,
+                    self.due_age,
+                ):
                     self._poll(cid, at)
-            else:
-                self.reset_refreshes[cid].discard(at - self.grace)
-                if latest is None or latest.checked_at < at - self.grace:
-                    # Idempotent, as the task: a reading newer than the reset answers it.
-                    self._poll(cid, at)
+            elif not core.answers_refresh(
+                latest.checked_at if latest is not None else None, at - self.grace, at
+            ):
+                # The reset-time refresh task, idempotent: a reading since the reset answers it.
+                self._poll(cid, at)
         self._roll(now)
         if self.is_original:
             for cid, connection in self.connections.items():
