@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -16,6 +16,7 @@ from ladder import core
 from ladder.core import (
     CandidateIn,
     ConnectionView,
+    Decision,
     Hysteresis,
     Reading,
     Rung,
@@ -48,6 +49,23 @@ class _Route:
     pairs: tuple[tuple[CandidateIn, str], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing a run did at `at` that the product's shell would do through its
+    services: store a reading, apply a gateway event, or decide a pool."""
+
+    at: datetime
+    connection_id: str | None = None
+    reading: Reading | None = None
+    event: core.EventKind | None = None
+    reset_at: datetime | None = None
+    decision: Decision | None = None
+
+
+# Hears every step of a run, in order (the parity test replays them through the shell).
+Observer = Callable[[Step], None]
+
+
 @dataclass(slots=True)
 class _Tally:
     outcomes: list[Outcome] = field(default_factory=list)
@@ -65,8 +83,16 @@ class _Tally:
 class _Run:
     """One policy over one trace. Mutable state, but no IO and no clock."""
 
-    def __init__(self, world: World, policy: Policy, timing: Timing, trace: Trace) -> None:
+    def __init__(
+        self,
+        world: World,
+        policy: Policy,
+        timing: Timing,
+        trace: Trace,
+        observer: Observer | None = None,
+    ) -> None:
         self.world = world
+        self.observer = observer
         self.policy = policy
         self.timing = timing
         self.config = world.config
@@ -142,11 +168,15 @@ class _Run:
         ticks = -(-(at - self.origin) // self.beat)  # ceiling division of timedeltas
         return self.origin + self.beat * ticks
 
-    def _store_reading(self, cid: str, reading: Reading, now: datetime) -> None:
+    def _store_reading(
+        self, cid: str, reading: Reading, now: datetime, *, observed: bool = True
+    ) -> None:
         """What `services.store_reading` does with a reading, through the same core
         rules: the checked_at cap, which reading is current, hysteresis, and whether the
         reading's reset instant earns a refresh of its own."""
         reading = replace(reading, checked_at=core.stored_checked_at(reading.checked_at, now))
+        if observed and self.observer is not None:
+            self.observer(Step(now, cid, reading=reading))
         current = self.reading[cid]
         if not core.supersedes(
             reading.checked_at, current.checked_at if current is not None else None, now
@@ -288,6 +318,8 @@ class _Run:
                 self.config,
                 now,
             )
+            if self.observer is not None:
+                self.observer(Step(now, decision=decision))
             attempts = [
                 (entry.provider, entry.model, entry.rung, cid)
                 for entry in decision.candidates
@@ -340,6 +372,8 @@ class _Run:
             )
         upstream.consume(request)
         if self.failures[cid] or self.cooldown[cid] is not None:
+            if self.observer is not None:
+                self.observer(Step(now, cid, event=core.EventKind.SUCCESS))
             change = core.apply_event(
                 core.EventKind.SUCCESS,
                 consecutive_failures=self.failures[cid],
@@ -358,6 +392,8 @@ class _Run:
         """A 429 with the instant the plan serves again: the gateway's event, then the
         gateway falls through to the next connection of the pool."""
         self.tally.failed_attempts += 1
+        if self.observer is not None:
+            self.observer(Step(now, cid, event=core.EventKind.QUOTA_EXHAUSTED, reset_at=reset_at))
         change = core.apply_event(
             core.EventKind.QUOTA_EXHAUSTED,
             consecutive_failures=self.failures[cid],
@@ -370,7 +406,8 @@ class _Run:
         self.cooldown[cid] = change.cooldown_until
         self.failures[cid] = change.consecutive_failures
         if self.uses_poller:
-            self._store_reading(cid, core.exhausted_reading(reset_at, now), now)
+            # The event's own reading (`services.apply_event` stores it), not a poll.
+            self._store_reading(cid, core.exhausted_reading(reset_at, now), now, observed=False)
         else:
             self._refresh_view(cid)
 
@@ -445,10 +482,11 @@ def simulate(
     policy: Policy,
     timing: Timing | None = None,
     on_progress: ProgressCallback | None = None,
+    observer: Observer | None = None,
 ) -> PolicyResult:
     """Replay the trace under one policy on a simulated clock; `on_progress(policy, day,
-    days)` is called as each simulated day starts."""
-    run = _Run(world, policy, timing or Timing(), trace)
+    days)` is called as each simulated day starts, `observer` hears every step."""
+    run = _Run(world, policy, timing or Timing(), trace, observer)
     days = max(1, math.ceil((trace.end - trace.start) / timedelta(days=1)))
     next_day = 0
     day = timedelta(days=1)
