@@ -2,7 +2,9 @@
 report (inline SVG charts, inline CSS, no JavaScript, nothing fetched), plus
 `latest_report_path()` for the dashboard's link to the newest report.
 
-Rendering is pure (strings in, strings out); only `write_report` touches the disk.
+The HTML is the template `ladder/simulation_report.html`; `report_context` computes what it
+shows (chart geometry included), every number formatted. Only `write_report` touches
+the disk.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from html import escape
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ladder.core import LadderConfig, Rung
 from ladder.simulator.results import Policy, PolicyResult, cumulative_spend, rung_shares
 from ladder.simulator.trace import Trace
 from ladder.simulator.world import SimConnection
 
+REPORT_TEMPLATE: Final = "ladder/simulation_report.html"
 REPORT_NAME: Final = "report.html"
 CSV_NAME: Final = "results.csv"
 LATEST_NAME: Final = "latest.html"
@@ -182,80 +184,57 @@ class ReportContext:
 
 
 def render_html(results: Sequence[PolicyResult], context: ReportContext) -> str:
-    """The self-contained HTML report."""
+    """The self-contained HTML report, from `templates/ladder/simulation_report.html`."""
+    from django.template.loader import render_to_string  # a late import: the writers
+    # above run without Django settings
+
+    return render_to_string(REPORT_TEMPLATE, report_context(results, context))
+
+
+def report_context(results: Sequence[PolicyResult], context: ReportContext) -> dict[str, Any]:
+    """What the report template shows, every number already formatted."""
     trace = context.trace
     buckets = max(1, min(24 * 14, math.ceil(trace.hours)))
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        "<title>OmniRoute Admin: routing policy simulation</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Routing policy simulation</h1>",
-        f"<p class=lead>{len(trace.requests):,} requests from "
-        f"{escape(_instant(trace.start))} to {escape(_instant(trace.end))} "
-        f"({trace.hours / 24:.1f} days, {escape(trace.source)} trace), replayed against "
-        "simulated providers built from the catalog, prices, settings and connections, "
-        "through the product's own pure core on a simulated clock.</p>",
-        "<h2>Results</h2>",
-        _results_table(results),
-        "<h2>Cumulative paid spend</h2>",
-        _spend_chart(results, trace, buckets),
-        "<h2>Serving rung over time</h2>",
-        "<p>Share of each hour's requests served by each rung (refused in grey).</p>",
-        _rung_legend(),
-        *(_rung_strip(result, trace, buckets) for result in results),
-        "<h2>Policies</h2>",
-        "<dl>",
-        *(
-            f"<dt style='color:{POLICY_COLOURS[r.policy]}'>{escape(r.policy.value)}</dt>"
-            f"<dd>{escape(r.policy.summary)}</dd>"
-            for r in results
-        ),
-        "</dl>",
-        _DEFINITIONS,
-        "<h2>The simulated world</h2>",
-        _world_table(context.connections),
-        _settings_list(context.config, context.parameters),
-        "</body></html>",
-    ]
-    return "\n".join(parts) + "\n"
+    return {
+        "requests": f"{len(trace.requests):,}",
+        "start": _instant(trace.start),
+        "end": _instant(trace.end),
+        "days": f"{trace.hours / 24:.1f}",
+        "source": trace.source,
+        "table_header": TABLE_HEADER,
+        "rows": [_result_row(result) for result in results],
+        "rung_labels": [rung.label for rung in Rung],
+        "spend": _spend_chart(results, trace, buckets),
+        "rung_legend": list(zip(RUNG_NAMES, RUNG_COLOURS, strict=True)),
+        "strips": [_rung_strip(result, trace, buckets) for result in results],
+        "world": [_world_row(connection) for connection in context.connections],
+        "settings": _settings(context.config, context.parameters),
+    }
 
 
 def _instant(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _results_table(results: Sequence[PolicyResult]) -> str:
-    head = "".join(f"<th>{escape(name)}</th>" for name in TABLE_HEADER)
-    rows = []
-    for result in results:
-        colour = POLICY_COLOURS[result.policy]
-        rows.append(
-            "<tr>"
-            f"<th scope=row style='color:{colour}'>{escape(result.policy.value)}</th>"
-            f"<td>{_usd(result.spend_usd)}</td>"
-            f"<td>{result.refused:,}</td>"
-            f"<td>{result.paid_requests:,}</td>"
-            f"<td>{result.paid_while_plan_had_headroom:,}</td>"
-            f"<td>{result.paid_while_plan_in_band:,}</td>"
-            f"<td>{result.resets:,}</td>"
-            f"<td>{_seconds(result.median_paid_seconds_after_reset)} / "
-            f"{_seconds(result.max_paid_seconds_after_reset)}</td>"
-            f"<td>{result.rung_flips_per_hour:.2f}</td>"
-            f"<td>{result.failed_attempts:,}</td>"
-            "</tr>"
-        )
-    served = "".join(f"<th>{escape(rung.label)}</th>" for rung in Rung)
-    by_rung = "".join(
-        f"<tr><th scope=row style='color:{POLICY_COLOURS[r.policy]}'>{escape(r.policy.value)}"
-        "</th>" + "".join(f"<td>{count:,}</td>" for count in r.served_by_rung) + "</tr>"
-        for r in results
-    )
-    return (
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        "<h3>Requests served by rung</h3>"
-        f"<table><thead><tr><th>policy</th>{served}</tr></thead><tbody>{by_rung}</tbody></table>"
-    )
+def _result_row(result: PolicyResult) -> dict[str, Any]:
+    return {
+        "policy": result.policy.value,
+        "summary": result.policy.summary,
+        "colour": POLICY_COLOURS[result.policy],
+        "cells": (
+            _usd(result.spend_usd),
+            f"{result.refused:,}",
+            f"{result.paid_requests:,}",
+            f"{result.paid_while_plan_had_headroom:,}",
+            f"{result.paid_while_plan_in_band:,}",
+            f"{result.resets:,}",
+            f"{_seconds(result.median_paid_seconds_after_reset)} / "
+            f"{_seconds(result.max_paid_seconds_after_reset)}",
+            f"{result.rung_flips_per_hour:.2f}",
+            f"{result.failed_attempts:,}",
+        ),
+        "served": [f"{count:,}" for count in result.served_by_rung],
+    }
 
 
 _WIDTH: Final = 960
@@ -267,23 +246,29 @@ def _x(index: float, buckets: int) -> float:
     return _LEFT + (_WIDTH - _LEFT - _RIGHT) * index / buckets
 
 
-def _day_ticks(trace: Trace, buckets: int, top: float, bottom: float) -> list[str]:
-    parts: list[str] = []
+def _day_ticks(trace: Trace, buckets: int, top: float, bottom: float) -> list[dict[str, str]]:
+    """A grid line and a label at each midnight inside the trace."""
+    ticks: list[dict[str, str]] = []
     span = trace.end - trace.start
     if span <= timedelta(0):
-        return parts
+        return ticks
     day = trace.start.replace(hour=0, minute=0, second=0, microsecond=0)
     if day < trace.start:
         day += timedelta(days=1)
     while day < trace.end:
         x = _x((day - trace.start) / span * buckets, buckets)
-        parts.append(
-            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top}' y2='{bottom}' class=grid />"
-            f"<text x='{x + 3:.1f}' y='{bottom + 14}' class=tick>"
-            f"{escape(day.strftime('%a %m-%d'))}</text>"
+        ticks.append(
+            {
+                "x": f"{x:.1f}",
+                "text_x": f"{x + 3:.1f}",
+                "top": f"{top}",
+                "bottom": f"{bottom}",
+                "text_y": f"{bottom + 14}",
+                "label": day.strftime("%a %m-%d"),
+            }
         )
         day += timedelta(days=1)
-    return parts
+    return ticks
 
 
 def _nice_step(maximum: float) -> float:
@@ -297,67 +282,60 @@ def _nice_step(maximum: float) -> float:
     return 10 * power
 
 
-def _spend_chart(results: Sequence[PolicyResult], trace: Trace, buckets: int) -> str:
+def _spend_chart(results: Sequence[PolicyResult], trace: Trace, buckets: int) -> dict[str, Any]:
     """A line per policy: cumulative billed USD at the end of each hour."""
     height, top, bottom = 300, 12, 270
     series = {r.policy: cumulative_spend(r, trace.start, trace.end, buckets) for r in results}
     peak = max((values[-1] for values in series.values() if values), default=0.0)
     step = _nice_step(peak)
     ceiling = step * max(1, math.ceil(peak / step)) if peak > 0 else step * 5
-    parts = [
-        f"<svg viewBox='0 0 {_WIDTH} {height + 20}' role=img "
-        "aria-label='Cumulative paid spend per policy' class=chart>"
-    ]
+    grid = []
     value = 0.0
     while value <= ceiling + 1e-9:
         y = bottom - (bottom - top) * value / ceiling
-        parts.append(
-            f"<line x1='{_LEFT}' x2='{_WIDTH - _RIGHT}' y1='{y:.1f}' y2='{y:.1f}' class=grid />"
-            f"<text x='{_LEFT - 6}' y='{y + 4:.1f}' class='tick end'>${value:,.4g}</text>"
-        )
+        grid.append({"y": f"{y:.1f}", "text_y": f"{y + 4:.1f}", "label": f"${value:,.4g}"})
         value += step
-    parts += _day_ticks(trace, buckets, top, bottom)
-    for policy, values in series.items():
+    lines = []
+    legend_x = _LEFT + 8
+    for index, (policy, values) in enumerate(series.items()):
         points = [f"{_x(0, buckets):.1f},{bottom}"]
         points += [
-            f"{_x(index + 1, buckets):.1f},{bottom - (bottom - top) * v / ceiling:.1f}"
-            for index, v in enumerate(values)
+            f"{_x(i + 1, buckets):.1f},{bottom - (bottom - top) * v / ceiling:.1f}"
+            for i, v in enumerate(values)
         ]
-        parts.append(
-            f"<polyline points='{' '.join(points)}' fill=none "
-            f"stroke='{POLICY_COLOURS[policy]}' stroke-width=2 "
-            f"stroke-dasharray='{POLICY_DASHES[policy] or 'none'}'>"
-            f"<title>{escape(policy.value)}: "
-            f"{values[-1] if values else 0:,.2f} USD</title></polyline>"
-        )
-    legend_x = _LEFT + 8
-    for index, policy in enumerate(series):
+        total = values[-1] if values else 0.0
         y = top + 14 + index * 16
-        total = series[policy][-1] if series[policy] else 0.0
-        parts.append(
-            f"<line x1='{legend_x}' x2='{legend_x + 14}' y1='{y - 7}' y2='{y - 7}' "
-            f"stroke='{POLICY_COLOURS[policy]}' stroke-width=2 "
-            f"stroke-dasharray='{POLICY_DASHES[policy] or 'none'}' />"
-            f"<text x='{legend_x + 18}' y='{y - 4}' class=tick>{escape(policy.value)} "
-            f"(${total:,.2f})</text>"
+        lines.append(
+            {
+                "policy": policy.value,
+                "points": " ".join(points),
+                "colour": POLICY_COLOURS[policy],
+                "dashes": POLICY_DASHES[policy] or "none",
+                "title_total": f"{values[-1] if values else 0:,.2f}",
+                "legend_y": f"{y - 7}",
+                "legend_text_y": f"{y - 4}",
+                "legend_total": f"{total:,.2f}",
+            }
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    return {
+        "width": f"{_WIDTH}",
+        "left": f"{_LEFT}",
+        "right": f"{_WIDTH - _RIGHT}",
+        "label_x": f"{_LEFT - 6}",
+        "view_height": f"{height + 20}",
+        "grid": grid,
+        "ticks": _day_ticks(trace, buckets, top, bottom),
+        "lines": lines,
+        "legend_x": f"{legend_x}",
+        "legend_x2": f"{legend_x + 14}",
+        "legend_text_x": f"{legend_x + 18}",
+    }
 
 
-def _rung_legend() -> str:
-    items = "".join(
-        f"<span><i style='background:{colour}'></i>{escape(name)}</span>"
-        for name, colour in zip(RUNG_NAMES, RUNG_COLOURS, strict=True)
-    )
-    return f"<p class=legend>{items}</p>"
-
-
-def _rung_strip(result: PolicyResult, trace: Trace, buckets: int) -> str:
+def _rung_strip(result: PolicyResult, trace: Trace, buckets: int) -> dict[str, Any]:
     """A stacked area per rung: each hour's share of requests by serving rung."""
     height, top, bottom = 110, 18, 90
     shares = rung_shares(result, trace.start, trace.end, buckets)
-    layers = len(RUNG_NAMES)
     cumulative = []
     for counts in shares:
         total = sum(counts)
@@ -365,13 +343,10 @@ def _rung_strip(result: PolicyResult, trace: Trace, buckets: int) -> str:
         for count in counts:
             running.append(running[-1] + (count / total if total else 0.0))
         cumulative.append(running)
-    parts = [
-        f"<svg viewBox='0 0 {_WIDTH} {height + 14}' role=img class=chart "
-        f"aria-label='Serving rung over time: {escape(result.policy.value)}'>",
-        f"<text x='{_LEFT}' y='12' class=title style='fill:{POLICY_COLOURS[result.policy]}'>"
-        f"{escape(result.policy.value)}</text>",
-    ]
-    for layer in range(layers):
+    layers = []
+    for layer in range(len(RUNG_NAMES)):
+        if all(running[layer + 1] - running[layer] <= 0 for running in cumulative):
+            continue
         upper: list[str] = []
         lower: list[str] = []
         for index, running in enumerate(cumulative):
@@ -380,48 +355,42 @@ def _rung_strip(result: PolicyResult, trace: Trace, buckets: int) -> str:
             y_high = bottom - (bottom - top) * running[layer + 1]
             upper += [f"{x0:.1f},{y_high:.1f}", f"{x1:.1f},{y_high:.1f}"]
             lower += [f"{x0:.1f},{y_low:.1f}", f"{x1:.1f},{y_low:.1f}"]
-        if all(running[layer + 1] - running[layer] <= 0 for running in cumulative):
-            continue
-        points = " ".join(upper + list(reversed(lower)))
-        parts.append(
-            f"<polygon points='{points}' fill='{RUNG_COLOURS[layer]}'>"
-            f"<title>{escape(RUNG_NAMES[layer])}</title></polygon>"
+        layers.append(
+            {
+                "points": " ".join(upper + list(reversed(lower))),
+                "colour": RUNG_COLOURS[layer],
+                "name": RUNG_NAMES[layer],
+            }
         )
-    parts += _day_ticks(trace, buckets, top, bottom)
-    parts.append("</svg>")
-    return "".join(parts)
+    return {
+        "policy": result.policy.value,
+        "colour": POLICY_COLOURS[result.policy],
+        "view_height": f"{height + 14}",
+        "layers": layers,
+        "ticks": _day_ticks(trace, buckets, top, bottom),
+    }
 
 
-def _world_table(connections: Sequence[SimConnection]) -> str:
-    rows = []
-    for connection in connections:
-        windows = (
-            ", ".join(f"{w.name}: {w.size:,} {w.unit.value}" for w in connection.windows)
-            or "never runs out"
-        )
-        rows.append(
-            "<tr class=text>"
-            f"<td>{escape(connection.connection_id)}</td>"
-            f"<td>{escape(connection.provider)}</td>"
-            f"<td>{escape(connection.auth_type or '-')}</td>"
-            f"<td>{escape(connection.billing.billing.value)} / "
-            f"{escape(connection.billing.overage.value)}</td>"
-            f"<td>{'yes' if connection.is_polled else 'no'}</td>"
-            f"<td>{escape(windows)}</td>"
-            "</tr>"
-        )
-    return (
-        "<table><thead><tr class=text><th>connection</th><th>provider</th><th>auth</th>"
-        "<th>billing / overage</th><th>polled</th><th>windows</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+def _world_row(connection: SimConnection) -> dict[str, str]:
+    windows = (
+        ", ".join(f"{w.name}: {w.size:,} {w.unit.value}" for w in connection.windows)
+        or "never runs out"
     )
+    return {
+        "id": connection.connection_id,
+        "provider": connection.provider,
+        "auth": connection.auth_type or "-",
+        "billing": f"{connection.billing.billing.value} / {connection.billing.overage.value}",
+        "polled": "yes" if connection.is_polled else "no",
+        "windows": windows,
+    }
 
 
-def _settings_list(config: LadderConfig, parameters: Mapping[str, str]) -> str:
+def _settings(config: LadderConfig, parameters: Mapping[str, str]) -> dict[str, str]:
     def budget(value: Decimal | None) -> str:
         return "unset" if value is None else f"{value.normalize():f} USD"
 
-    items = {
+    return {
         "exit cutoff": f"{config.exit_cutoff_percent:g} %",
         "re-entry floor": f"{config.reentry_floor:g} %",
         "cheap budget": budget(config.cheap_budget_usd),
@@ -433,52 +402,6 @@ def _settings_list(config: LadderConfig, parameters: Mapping[str, str]) -> str:
         ),
         **parameters,
     }
-    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items.items())
-    return f"<h3>Settings and parameters</h3><dl class=settings>{rows}</dl>"
-
-
-_DEFINITIONS: Final = """<h2>How to read the numbers</h2>
-<dl>
-<dt>paid USD</dt><dd>Everything billed: requests served on the cheap and premium rungs at
-the price catalog's rates, plus any overage of a plan that meters to paid. Plans and the
-keyless path bill nothing. The simulated spend ledger starts empty.</dd>
-<dt>refused</dt><dd>Requests with an empty pool, or whose every connection failed.</dd>
-<dt>paid w/ plan headroom</dt><dd>Requests served on a paid rung while a plan connection
-that could have served them held more than the re-entry floor in every window: usable
-whatever its hysteresis state (ground truth from the simulated provider, not a
-reading).</dd>
-<dt>paid w/ plan in band</dt><dd>The same, but the best such plan held more than the exit
-cutoff and no more than the re-entry floor in some window: the hysteresis band, which a
-plan that dropped out leaves unused deliberately until its window refills (the original
-design, without hysteresis, kept using it). The sliver at or below the exit cutoff is
-left unused by every policy and counts nowhere.</dd>
-<dt>resets</dt><dd>Plan windows that restarted after running down to the exit cutoff,
-leaving the plan above the re-entry floor in every window.</dd>
-<dt>paid s after reset</dt><dd>For each such reset: seconds from the reset to the last
-request that a paid rung served although the plan could have taken it, before the plan
-served again (0 when paid rungs served none).</dd>
-<dt>rung flips/h</dt><dd>Changes of the serving rung between consecutive requests of the
-same selection (model or category), per hour of trace.</dd>
-<dt>429s</dt><dd>Attempts an upstream refused for an exhausted window; the gateway fell
-through to the next connection within the same request.</dd>
-</dl>"""
-
-_CSS: Final = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:#111827;
-max-width:1000px;margin:2rem auto;padding:0 1rem}
-h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;font-size:1.2rem}
-.lead{color:#374151}table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
-th,td{border-bottom:1px solid #e5e7eb;padding:.3rem .6rem;text-align:right}
-th:first-child,td:first-child{text-align:left}thead th{background:#f9fafb;font-weight:600}
-.chart{width:100%;height:auto;display:block}.grid{stroke:#e5e7eb;stroke-width:1}
-.tick{font-size:11px;fill:#4b5563}.end{text-anchor:end}.title{font-size:12px;font-weight:600}
-.legend span{margin-right:1rem;white-space:nowrap}
-.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}
-dt{font-weight:600;margin-top:.4rem}dd{margin-left:1.2rem}
-.text th,.text td{text-align:left}th[scope=row]{white-space:nowrap}
-.settings{display:grid;grid-template-columns:max-content auto;gap:.1rem 1rem}
-.settings dt,.settings dd{margin:0;font-weight:normal}.settings dt{color:#4b5563}
-"""
 
 
 # --------------------------------------------------------------------------- files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ladder.core import LadderConfig
 from ladder.simulator.report import (
     CSV_COLUMNS,
@@ -14,6 +16,7 @@ from ladder.simulator.report import (
 from ladder.simulator.results import Policy, PolicyResult
 from ladder.simulator.run import simulate_all
 from tests.ladder.simulator.helpers import (
+    KEY,
     TINY_TRACE,
     world,
 )
@@ -54,3 +57,17 @@ def test_render_html_is_self_contained_with_both_charts() -> None:
     assert "Serving rung over time" in html
     for external in ("<script", "<link", "<img", "http:", "https:", "url("):
         assert external not in html
+
+
+def test_the_html_report_escapes_what_the_operator_registered() -> None:
+    # given a connection whose id and auth type carry markup
+    hostile = replace(KEY, connection_id="<script>alert(1)</script>", auth_type="a'b\"c")
+    context = ReportContext(TINY_TRACE, (hostile,), LadderConfig(), {"note": "<b>x</b>"})
+    # when the report is rendered from its template
+    html = render_html(_results(), context)
+    # then every one of them is text, not markup
+    assert "<script" not in html
+    assert "<b>" not in html
+    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html
+    assert "<td>a&#x27;b&quot;c</td>" in html
+    assert "<dd>&lt;b&gt;x&lt;/b&gt;</dd>" in html
