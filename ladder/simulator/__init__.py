@@ -1,5 +1,11 @@
 """A pure replay of a traffic trace against simulated providers, one run per routing policy.
 
+Modules: `trace` (requests, the CSV parser, the synthetic trace), `world` (connections,
+plan windows, timing, the sizing of registered connections), `providers` (the ground
+truth of each connection's windows), `run` (one policy over one trace: the core called
+as the shell calls it), `results` (policies, outcomes, totals and chart series), and
+`report` (table, CSV, and the HTML report from `templates/ladder/simulation_report.html`).
+
 No django, no clock, no IO: the shell (`manage.py simulate`) hands in the world (the
 connections with their plan windows, the candidates, the price book and the frozen
 `LadderConfig`) and a trace; every run advances its own simulated clock from request to

@@ -11,9 +11,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
-from ladder.core import (
-    Rung,
-)
+from ladder import core
+from ladder.core import Decision, Reading, Rung
 
 _MICROSECOND: Final = timedelta(microseconds=1)
 
@@ -115,6 +114,23 @@ class PolicyResult:
 
 
 ProgressCallback = Callable[[Policy, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing a run did at `at` that the product's shell would do through its
+    services: store a reading, apply a gateway event, or decide a pool."""
+
+    at: datetime
+    connection_id: str | None = None
+    reading: Reading | None = None
+    event: core.EventKind | None = None
+    reset_at: datetime | None = None
+    decision: Decision | None = None
+
+
+# Hears every step of a run, in order (the parity test replays them through the shell).
+Observer = Callable[[Step], None]
 
 
 def cumulative_spend(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -16,14 +16,21 @@ from ladder import core
 from ladder.core import (
     CandidateIn,
     ConnectionView,
-    Decision,
     Hysteresis,
     Reading,
     Rung,
     RungSpend,
 )
 from ladder.simulator.providers import Provider
-from ladder.simulator.results import ALL_POLICIES, Outcome, Policy, PolicyResult, ProgressCallback
+from ladder.simulator.results import (
+    ALL_POLICIES,
+    Observer,
+    Outcome,
+    Policy,
+    PolicyResult,
+    ProgressCallback,
+    Step,
+)
 from ladder.simulator.trace import Request, Selection, Trace
 from ladder.simulator.world import Timing, World
 
@@ -47,23 +54,6 @@ class _Route:
     candidates: tuple[CandidateIn, ...]
     reachable_plans: tuple[str, ...]
     pairs: tuple[tuple[CandidateIn, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One thing a run did at `at` that the product's shell would do through its
-    services: store a reading, apply a gateway event, or decide a pool."""
-
-    at: datetime
-    connection_id: str | None = None
-    reading: Reading | None = None
-    event: core.EventKind | None = None
-    reset_at: datetime | None = None
-    decision: Decision | None = None
-
-
-# Hears every step of a run, in order (the parity test replays them through the shell).
-Observer = Callable[[Step], None]
 
 
 @dataclass(slots=True)

@@ -15,8 +15,8 @@ from billing.models import ModelPrice
 from ladder import core, services
 from ladder.core import Decision, Reading, Reason
 from ladder.models import Connection
-from ladder.simulator.results import Policy
-from ladder.simulator.run import Step, simulate
+from ladder.simulator.results import Policy, Step
+from ladder.simulator.run import simulate
 from ladder.simulator.trace import Request, Selection, Trace
 from ladder.simulator.world import (
     FIVE_HOURS,
