@@ -1588,7 +1588,7 @@ def simulation_report(request: HtmxHttpRequest) -> HttpResponseBase:
     """The latest `manage.py simulate` report, or a page saying how to make one."""
     from django.http import HttpResponse
 
-    from ladder.simulation_report import latest_report_path
+    from ladder.simulator.report import latest_report_path
 
     path = latest_report_path()
     if path is None:

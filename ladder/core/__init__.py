@@ -46,8 +46,10 @@ from ladder.core.polling import (
     RESET_REFRESH_HORIZON,
     STALE_MARGIN,
     UNPOLLED_QUOTA_SOURCES,
+    answers_refresh,
     due_age,
     is_polled,
+    is_reading_due,
     should_schedule_reset_refresh,
 )
 from ladder.core.quota import (
@@ -128,6 +130,7 @@ __all__ = [
     "Staleness",
     "UnknownTier",
     "WindowReading",
+    "answers_refresh",
     "apply_event",
     "backoff_seconds",
     "binding_reading",
@@ -146,6 +149,7 @@ __all__ = [
     "is_polled",
     "is_quota_usable",
     "is_reading_current",
+    "is_reading_due",
     "parse_auto_id",
     "parse_reset_at",
     "quota_cause",

@@ -52,3 +52,27 @@ def should_schedule_reset_refresh(
         and reset_at <= previous_checked_at + RESET_REFRESH_HORIZON
     )
     return not was_scheduled
+
+
+def is_reading_due(
+    checked_at: datetime | None, reset_at: datetime | None, now: datetime, due_age: timedelta
+) -> bool:
+    """Whether the beat polls a connection whose current reading has these instants:
+    never read, `due_age` old, its reset passed, or dated ahead of the clock."""
+    if checked_at is None:
+        return True
+    # Dated ahead of the clock (stored before checked_at was capped): its age is unknown.
+    return (
+        checked_at <= now - due_age
+        or checked_at > now
+        or (reset_at is not None and reset_at <= now)
+    )
+
+
+def answers_refresh(
+    checked_at: datetime | None, requested_at: datetime, received: datetime
+) -> bool:
+    """Whether a current reading checked at `checked_at` already answers a refresh
+    requested at `requested_at` (so the poll is skipped); `received` is the receive time."""
+    # One dated ahead of the clock proves nothing about now: it never answers.
+    return checked_at is not None and requested_at <= checked_at <= received

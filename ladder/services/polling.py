@@ -126,8 +126,7 @@ def refresh_quota(
     if (
         requested_at is not None
         and current is not None
-        and current.checked_at >= requested_at
-        and current.checked_at <= received_at(now)
+        and core.answers_refresh(current.checked_at, requested_at, received_at(now))
     ):
         return RefreshOutcome(connection_id, False, "a newer reading already exists")
     if connection.poll_not_before is not None and connection.poll_not_before > now:

@@ -3,7 +3,7 @@ from the current catalog, prices, settings and connections, under four routing p
 (thrifty, subscription-only, cheapest-first, the original design), and write a table,
 a CSV and an HTML report.
 
-The shell loads and writes; the replay itself is the pure `ladder.simulation`. Plan
+The shell loads and writes; the replay itself is the pure `ladder.simulator`. Plan
 sizes: a plan connection polled through the `simulated` adapter is sized from its
 config (`plan_size` thousands of tokens per 5-hour window, a weekly window of ten
 times that, the phase `phase_seconds / window_seconds` of a window); any other plan
@@ -28,25 +28,27 @@ from ladder import services
 from ladder.core import CandidateIn
 from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
 from ladder.models import Connection
-from ladder.simulation import (
+from ladder.simulator.report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
+from ladder.simulator.results import Policy
+from ladder.simulator.run import simulate_all
+from ladder.simulator.trace import (
+    Trace,
+    TraceError,
+    TrafficModel,
+    default_selections,
+    parse_trace_csv,
+    synthetic_trace,
+)
+from ladder.simulator.world import (
     DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS,
     FREE_TIER_REQUESTS_PER_DAY,
     SIMULATED_QUOTA_SOURCE,
     WEEKLY_WINDOWS_PER_WEEK,
-    Policy,
     RegisteredConnection,
     Timing,
-    Trace,
-    TraceError,
-    TrafficModel,
     World,
-    default_selections,
-    parse_trace_csv,
-    simulate_all,
     simulated_connections,
-    synthetic_trace,
 )
-from ladder.simulation_report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
 
 # A fixed Monday, so the default trace (and the committed report) is reproducible.
 DEFAULT_START = datetime(2025, 6, 2, tzinfo=UTC)

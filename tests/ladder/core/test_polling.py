@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ladder.core import should_schedule_reset_refresh
+from ladder.core import answers_refresh, is_reading_due, should_schedule_reset_refresh
 from tests.ladder.core.factories import NOW
 
 
@@ -39,3 +39,40 @@ def test_a_reset_refresh_is_scheduled_once_per_near_instant(
     )
 
     assert decided is expected
+
+
+DUE_AGE = timedelta(seconds=180)
+S = timedelta(seconds=1)
+
+
+@pytest.mark.parametrize(
+    ("checked_at", "reset_at", "due"),
+    [
+        (None, None, True),  # never read
+        (NOW - 179 * S, None, False),
+        (NOW - 180 * S, None, True),  # exactly due_age old
+        (NOW - 10 * S, NOW + S, False),
+        (NOW - 10 * S, NOW, True),  # its reset has just passed
+        (NOW + S, None, True),  # dated ahead of the clock: its age is unknown
+    ],
+)
+def test_a_reading_is_due_by_age_by_a_passed_reset_or_when_dated_ahead(
+    checked_at: datetime | None, reset_at: datetime | None, due: bool
+) -> None:
+    assert is_reading_due(checked_at, reset_at, NOW, DUE_AGE) is due
+
+
+@pytest.mark.parametrize(
+    ("checked_at", "answers"),
+    [
+        (None, False),
+        (NOW - 11 * S, False),  # checked before the refresh was requested
+        (NOW - 10 * S, True),  # checked at the request
+        (NOW, True),
+        (NOW + S, False),  # dated ahead of the receive time proves nothing about now
+    ],
+)
+def test_only_a_reading_checked_since_the_request_and_not_ahead_answers_a_refresh(
+    checked_at: datetime | None, answers: bool
+) -> None:
+    assert answers_refresh(checked_at, NOW - 10 * S, NOW) is answers

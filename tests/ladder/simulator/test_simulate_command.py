@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from ladder.simulation import Policy
-from ladder.simulation_report import CSV_COLUMNS, TABLE_HEADER, latest_report_path
+from ladder.simulator.report import CSV_COLUMNS, TABLE_HEADER, latest_report_path
+from ladder.simulator.results import Policy
 from tests.ladder.factories import make_candidate, make_connection
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,162 @@
+"""The policies compared and the accounting of one run: outcomes, totals, and the
+series the report charts."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import Final
+
+from ladder import core
+from ladder.core import Decision, Reading, Rung
+
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+# --------------------------------------------------------------------------- policies
+
+
+class Policy(StrEnum):
+    """The routing policies a trace is replayed under."""
+
+    THRIFTY = "thrifty"
+    SUBSCRIPTION_ONLY = "subscription-only"
+    CHEAPEST_FIRST = "cheapest-first"
+    ORIGINAL_DESIGN = "original-design"
+
+    @property
+    def summary(self) -> str:
+        """One sentence on what the policy does."""
+        return _POLICY_SUMMARY[self]
+
+
+_POLICY_SUMMARY: Final[dict[Policy, str]] = {
+    Policy.THRIFTY: (
+        "This product's auto/thrifty: plan first, then one rung at a time, readings "
+        "refreshed at each reset, cooldowns clamped, hysteresis, budgets enforced."
+    ),
+    Policy.SUBSCRIPTION_ONLY: (
+        "This product's auto/subscription: verified plan quota only; refuses rather than pays."
+    ),
+    Policy.CHEAPEST_FIRST: (
+        "Every connection priced as metered at its model's price, cheapest first; "
+        "ignores plans, quota readings and budgets."
+    ),
+    Policy.ORIGINAL_DESIGN: (
+        "Thrifty as the original system ran it: readings through a 180 s cache with no "
+        "notion of a reset, cooldowns not clamped, hysteresis not wired."
+    ),
+}
+
+ALL_POLICIES: Final = tuple(Policy)
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one request: the rung and connection that served it (None:
+    refused) and what it billed."""
+
+    at: datetime
+    rung: Rung | None
+    connection_id: str | None
+    cost_usd: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """The accounting of one policy over one trace."""
+
+    policy: Policy
+    hours: float
+    outcomes: tuple[Outcome, ...]
+    spend_usd: Decimal
+    refused: int
+    paid_requests: int
+    paid_while_plan_had_headroom: int
+    paid_while_plan_in_band: int
+    failed_attempts: int
+    rung_flips: int
+    paid_seconds_after_resets: tuple[float, ...]
+    served_by_rung: tuple[int, ...]  # indexed by Rung
+
+    @property
+    def requests(self) -> int:
+        """Requests replayed."""
+        return len(self.outcomes)
+
+    @property
+    def rung_flips_per_hour(self) -> float:
+        """Rung changes between consecutive requests of the same selection, per hour."""
+        return self.rung_flips / self.hours if self.hours > 0 else 0.0
+
+    @property
+    def resets(self) -> int:
+        """Plan resets counted: a window that ran down to the exit cutoff restarted,
+        leaving the plan above the re-entry floor in every window."""
+        return len(self.paid_seconds_after_resets)
+
+    @property
+    def median_paid_seconds_after_reset(self) -> float | None:
+        """Median seconds paid rungs kept serving after a plan reset (None: no resets)."""
+        lags = self.paid_seconds_after_resets
+        return statistics.median(lags) if lags else None
+
+    @property
+    def max_paid_seconds_after_reset(self) -> float | None:
+        """Longest such stretch (None: no resets)."""
+        lags = self.paid_seconds_after_resets
+        return max(lags) if lags else None
+
+
+ProgressCallback = Callable[[Policy, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One thing a run did at `at` that the product's shell would do through its
+    services: store a reading, apply a gateway event, or decide a pool."""
+
+    at: datetime
+    connection_id: str | None = None
+    reading: Reading | None = None
+    event: core.EventKind | None = None
+    reset_at: datetime | None = None
+    decision: Decision | None = None
+
+
+# Hears every step of a run, in order (the parity test replays them through the shell).
+Observer = Callable[[Step], None]
+
+
+def cumulative_spend(
+    result: PolicyResult, start: datetime, end: datetime, buckets: int
+) -> list[float]:
+    """Cumulative billed USD at the end of each of `buckets` equal slices of [start, end]."""
+    span = max((end - start) / buckets, _MICROSECOND)
+    totals = [0.0] * buckets
+    for outcome in result.outcomes:
+        if outcome.cost_usd:
+            index = min(buckets - 1, max(0, int((outcome.at - start) / span)))
+            totals[index] += float(outcome.cost_usd)
+    running = 0.0
+    for index, value in enumerate(totals):
+        running += value
+        totals[index] = running
+    return totals
+
+
+def rung_shares(
+    result: PolicyResult, start: datetime, end: datetime, buckets: int
+) -> list[tuple[int, ...]]:
+    """Per slice of [start, end]: requests served by each rung, then refused (last)."""
+    span = max((end - start) / buckets, _MICROSECOND)
+    counts = [[0] * (len(Rung) + 1) for _ in range(buckets)]
+    for outcome in result.outcomes:
+        index = min(buckets - 1, max(0, int((outcome.at - start) / span)))
+        counts[index][len(Rung) if outcome.rung is None else outcome.rung] += 1
+    return [tuple(row) for row in counts]
