@@ -30,6 +30,7 @@ from ladder.core import (
     is_reading_current,
     parse_auto_id,
 )
+from ladder.core.settings_bounds import TUNING_FIELDS
 from ladder.lru import ByteBoundedLRU
 from ladder.models import ApiToken, Candidate, Connection
 from ladder.schemas import (
@@ -538,22 +539,19 @@ def settings_out() -> dict[str, Any]:
     rules (an older release's, or edited by hand) answers its nearest legal values, the
     ones every decision uses, never a 500 (ladder.services.effective_settings_of)."""
     values, _ = services.effective_settings_of(services.get_settings_row())
-    return {
-        "exit_cutoff_percent": values["exit_cutoff_percent"],
-        "reentry_min_remaining_percent": values["reentry_min_remaining_percent"],
-        "rung_budget_usd": {
-            "cheap": _money(values["cheap_budget_usd"]),
-            "premium": _money(values["premium_budget_usd"]),
-        },
-        "budget_window": values["budget_window"],
-        "max_state_age_seconds": values["max_state_age_seconds"],
-        "base_cooldown_seconds": values["base_cooldown_seconds"],
-        "max_cooldown_seconds": values["max_cooldown_seconds"],
-        "cheap_max_input_usd_per_mtok": float(values["cheap_max_input_usd_per_mtok"]),
-    }
+    body: dict[str, Any] = {}
+    for field in TUNING_FIELDS:
+        value = values[field.name]
+        *parents, key = SETTINGS_LOCATIONS.get(field.name, [field.name])
+        place = body
+        for parent in parents:
+            place = place.setdefault(parent, {})
+        place[key] = _money(value) if field.kind == "usd" else value
+    return body
 
 
-# The services name the budgets by column; the API nests them.
+# The services name the budgets by column; the API nests them. Every other tuning field
+# (ladder/core/settings_bounds.TUNING_FIELDS) sits at the top level under its own name.
 SETTINGS_LOCATIONS = {
     "cheap_budget_usd": ["rung_budget_usd", "cheap"],
     "premium_budget_usd": ["rung_budget_usd", "premium"],
@@ -583,17 +581,13 @@ def _usd_6dp(value: float | None) -> Decimal | None:
 )
 def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
     """Replace every tuning field (a missing field, or an `enabled` field, is a 422)."""
-    values = {
-        "exit_cutoff_percent": payload.exit_cutoff_percent,
-        "reentry_min_remaining_percent": payload.reentry_min_remaining_percent,
-        "cheap_budget_usd": _usd_6dp(payload.rung_budget_usd.cheap),
-        "premium_budget_usd": _usd_6dp(payload.rung_budget_usd.premium),
-        "budget_window": payload.budget_window,
-        "max_state_age_seconds": payload.max_state_age_seconds,
-        "base_cooldown_seconds": payload.base_cooldown_seconds,
-        "max_cooldown_seconds": payload.max_cooldown_seconds,
-        "cheap_max_input_usd_per_mtok": _usd_6dp(payload.cheap_max_input_usd_per_mtok),
-    }
+    body = payload.model_dump()
+    values: dict[str, Any] = {}
+    for field in TUNING_FIELDS:
+        value: Any = body
+        for key in SETTINGS_LOCATIONS.get(field.name, [field.name]):
+            value = value[key]
+        values[field.name] = _usd_6dp(value) if field.kind == "usd" else value
     with located(SETTINGS_LOCATIONS):
         services.update_settings(values, actor=actor_of(request))
     return settings_out()
