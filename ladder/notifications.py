@@ -31,6 +31,7 @@ from billing import services as billing_services
 from billing.classify import Billing
 from ladder import notification_rules as rules
 from ladder import services
+from ladder.core import SUBSCRIPTION_AUTO_ID
 from ladder.crypto import (
     CredentialDecryptError,
     CredentialKeyMissing,
@@ -39,7 +40,6 @@ from ladder.crypto import (
 )
 from ladder.models import Connection, NotificationDelivery, NotificationState, Webhook
 from ladder.notification_rules import IPAddress, Kind, TargetRefused
-from ladder.core import SUBSCRIPTION_AUTO_ID
 
 logger = logging.getLogger(__name__)
 
