@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Status
 
@@ -28,7 +27,6 @@ from omniroute_admin.errors import (
     GATEWAY_ERRORS,
     OPERATOR_ERRORS,
     PATH_ERRORS,
-    validation_error_response,
 )
 
 router = Router(tags=["catalog and prices"])
@@ -60,12 +58,7 @@ def list_catalog(request: HttpRequest) -> list[BillingCatalogEntry]:
 def create_catalog_entry(request: HttpRequest, payload: EntryIn) -> object:
     """Curate a provider (optionally one auth type). One entry per (provider, auth_type)
     and one provider-wide entry per provider: a duplicate answers 409."""
-    try:
-        entry = services.create_catalog_entry(_catalog_input(payload), actor=actor_of(request))
-    except services.Conflict as error:
-        return Status(409, {"detail": str(error)})
-    except ValidationError as error:
-        return validation_error_response(error)
+    entry = services.create_catalog_entry(_catalog_input(payload), actor=actor_of(request))
     return Status(201, entry)
 
 
@@ -92,19 +85,12 @@ def get_catalog_entry(request: HttpRequest, entry_id: int) -> object:
 def update_catalog_entry(request: HttpRequest, entry_id: int, payload: EntryIn) -> object:
     """Replace every field of an entry. Send the `version` you read to be refused (409)
     instead of overwriting someone else's newer edit."""
-    try:
-        return services.update_catalog_entry(
-            entry_id,
-            _catalog_input(payload),
-            actor=actor_of(request),
-            expected_version=payload.version,
-        )
-    except BillingCatalogEntry.DoesNotExist:
-        return Status(404, {"detail": f"No catalog entry {entry_id}."})
-    except services.Conflict as error:
-        return Status(409, {"detail": str(error)})
-    except ValidationError as error:
-        return validation_error_response(error)
+    return services.update_catalog_entry(
+        entry_id,
+        _catalog_input(payload),
+        actor=actor_of(request),
+        expected_version=payload.version,
+    )
 
 
 @router.delete(
@@ -115,10 +101,7 @@ def update_catalog_entry(request: HttpRequest, entry_id: int, payload: EntryIn) 
 )
 def delete_catalog_entry(request: HttpRequest, entry_id: int) -> object:
     """Delete an entry: its provider becomes uncurated (treated as metered)."""
-    try:
-        services.delete_catalog_entry(entry_id, actor=actor_of(request))
-    except BillingCatalogEntry.DoesNotExist:
-        return Status(404, {"detail": f"No catalog entry {entry_id}."})
+    services.delete_catalog_entry(entry_id, actor=actor_of(request))
     return Status(204, None)
 
 
@@ -221,10 +204,7 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
         output_usd_per_mtok=Decimal(str(payload.output_usd_per_mtok)),
         tier_override=payload.tier_override,
     )
-    try:
-        price, created = services.upsert_price(data, actor=actor_of(request))
-    except ValidationError as error:
-        return validation_error_response(error)
+    price, created = services.upsert_price(data, actor=actor_of(request))
     body = price_out(
         price, services.price_book_for(price), load_config().cheap_max_input_usd_per_mtok
     )
@@ -240,8 +220,5 @@ def upsert_price(request: HttpRequest, payload: PriceIn) -> object:
 def delete_price(request: HttpRequest, price_id: int) -> object:
     """Delete a price row; the model falls back to its provider's `*` row or the
     assumed $5/$15 (premium)."""
-    try:
-        services.delete_price(price_id, actor=actor_of(request))
-    except ModelPrice.DoesNotExist:
-        return Status(404, {"detail": f"No price {price_id}."})
+    services.delete_price(price_id, actor=actor_of(request))
     return Status(204, None)

@@ -47,6 +47,28 @@ class Conflict(Exception):
     """A write would break a uniqueness rule or overwrite a newer version; nothing changed."""
 
 
+class CatalogEntryNotFound(BillingCatalogEntry.DoesNotExist):
+    """No catalog entry has this id (a DoesNotExist that names it)."""
+
+
+class PriceNotFound(ModelPrice.DoesNotExist):
+    """No price row has this id (a DoesNotExist that names it)."""
+
+
+def _locked_entry(entry_id: int) -> BillingCatalogEntry:
+    entry = BillingCatalogEntry.objects.select_for_update().filter(pk=entry_id).first()
+    if entry is None:
+        raise CatalogEntryNotFound(f"No catalog entry {entry_id}.")
+    return entry
+
+
+def _locked_price(price_id: int) -> ModelPrice:
+    price = ModelPrice.objects.select_for_update().filter(pk=price_id).first()
+    if price is None:
+        raise PriceNotFound(f"No price {price_id}.")
+    return price
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogInput:
     provider: str
@@ -392,7 +414,7 @@ def update_catalog_entry(
     The edit and its audit row commit together or not at all."""
     data = clean_catalog_input(data)
     with transaction.atomic():
-        entry = BillingCatalogEntry.objects.select_for_update().get(pk=entry_id)
+        entry = _locked_entry(entry_id)
         if expected_version is not None and entry.version != expected_version:
             raise Conflict(
                 f"This entry was changed by {entry.updated_by or 'someone'} since you loaded "
@@ -428,7 +450,7 @@ def update_catalog_entry(
 def delete_catalog_entry(entry_id: int, *, actor: str) -> None:
     """Delete an entry and audit it; DoesNotExist when it is gone already."""
     with transaction.atomic():
-        entry = BillingCatalogEntry.objects.select_for_update().get(pk=entry_id)
+        entry = _locked_entry(entry_id)
         before = catalog_snapshot(entry)
         entry.delete()
         bump(ChangeCounter.CONFIG)
@@ -510,7 +532,7 @@ def upsert_price(data: PriceInput, *, actor: str) -> tuple[ModelPrice, bool]:
 def delete_price(price_id: int, *, actor: str) -> None:
     """Delete a price row and audit it; DoesNotExist when it is gone already."""
     with transaction.atomic():
-        price = ModelPrice.objects.select_for_update().get(pk=price_id)
+        price = _locked_price(price_id)
         before = price_snapshot(price)
         price.delete()
         bump(ChangeCounter.CONFIG)
@@ -528,7 +550,7 @@ def confirm_free(price_id: int, *, actor: str) -> ModelPrice:
     """An operator confirms that a row awaiting review is free: a `free` override, the
     review cleared, audited, the config counter moved. DoesNotExist when it is gone."""
     with transaction.atomic():
-        price = ModelPrice.objects.select_for_update().get(pk=price_id)
+        price = _locked_price(price_id)
         before = price_snapshot(price)
         price.tier_override = Tier.FREE.value
         price.needs_review = False

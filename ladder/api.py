@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Path, Router, Status
@@ -31,9 +30,9 @@ from ladder.core import (
     is_reading_current,
     parse_auto_id,
 )
-from ladder.crypto import CredentialKeyMissing
+from ladder.core.settings_bounds import TUNING_FIELDS
 from ladder.lru import ByteBoundedLRU
-from ladder.models import ApiToken, Candidate, Connection, QuotaReading, SpendEntry
+from ladder.models import ApiToken, Candidate, Connection
 from ladder.schemas import (
     CONNECTION_ID_REGEX,
     CandidateOut,
@@ -61,7 +60,7 @@ from omniroute_admin.errors import (
     GATEWAY_ERRORS,
     OPERATOR_ERRORS,
     PATH_ERRORS,
-    validation_error_response,
+    located,
 )
 
 router = Router(tags=["ladder"])
@@ -83,38 +82,16 @@ def _detail(message: str) -> dict[str, str]:
 # --- connections -------------------------------------------------------------------------
 
 
-def connection_out(connection: Connection) -> dict[str, Any]:
-    """A connection as the API shows it: never its credential."""
-    return {
-        "connection_id": connection.connection_id,
-        "provider": connection.provider,
-        "auth_type": connection.auth_type,
-        "label": connection.label,
-        "active": connection.is_active,
-        "quota_source": connection.quota_source,
-        "has_credential": connection.has_credential,
-    }
-
-
-def reading_out(reading: QuotaReading) -> dict[str, Any]:
-    """A stored reading as the API shows it."""
-    return {
-        "status": reading.status,
-        "remaining_percent": reading.remaining_percent,
-        "reset_at": reading.reset_at,
-        "checked_at": reading.checked_at,
-        "windows": reading.windows or [],
-        "source": reading.source,
-        "detail": reading.detail,
-    }
+# Models are returned as they are: ConnectionOut, ReadingOut, CandidateOut and SpendOut
+# read their attributes (never a credential).
 
 
 @router.get(
     "/connections", response={200: list[ConnectionOut], **GATEWAY_ERRORS}, auth=gateway_auth
 )
-def list_connections(request: HttpRequest) -> list[dict[str, Any]]:
+def list_connections(request: HttpRequest) -> list[Connection]:
     """Every registered connection (credentials are never returned)."""
-    return [connection_out(c) for c in Connection.objects.all()]
+    return list(Connection.objects.all())
 
 
 @router.put(
@@ -127,21 +104,18 @@ def put_connection(
 ) -> Any:
     """Create or replace a connection. `credential` is write-only and encrypted at rest;
     omit it to keep the stored one, send "" to clear it."""
-    try:
-        connection, _ = services.upsert_connection(
-            connection_id,
-            services.ConnectionInput(
-                provider=payload.provider,
-                auth_type=payload.auth_type,
-                label=payload.label,
-                active=payload.active,
-                quota_source=payload.quota_source,
-                credential=payload.credential,
-            ),
-        )
-    except CredentialKeyMissing as error:
-        return validation_error_response(ValidationError({"credential": [str(error)]}))
-    return connection_out(connection)
+    connection, _ = services.upsert_connection(
+        connection_id,
+        services.ConnectionInput(
+            provider=payload.provider,
+            auth_type=payload.auth_type,
+            label=payload.label,
+            active=payload.active,
+            quota_source=payload.quota_source,
+            credential=payload.credential,
+        ),
+    )
+    return connection
 
 
 @router.get(
@@ -151,10 +125,7 @@ def put_connection(
 )
 def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """One connection."""
-    try:
-        return connection_out(services.get_connection(connection_id))
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
+    return services.get_connection(connection_id)
 
 
 @router.delete(
@@ -191,7 +162,7 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
             "catalog_entry_id": verdict.catalog_entry_id,
         },
         "rung": rung.label if rung is not None else None,
-        "reading": reading_out(reading) if reading is not None else None,
+        "reading": reading,
         "reading_current": core_reading is not None
         and is_reading_current(core_reading, config, now),
         "hysteresis": {
@@ -215,10 +186,7 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
 def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """Billing verdict (and the catalog entry that decided it), rung, current reading,
     hysteresis state and cooldown of one connection."""
-    try:
-        return status_out(services.get_connection(connection_id))
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
+    return status_out(services.get_connection(connection_id))
 
 
 @router.post(
@@ -228,14 +196,7 @@ def get_status(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
 )
 def refresh_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """Enqueue an immediate background poll of the connection's quota source."""
-    try:
-        services.request_refresh(connection_id)
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
-    except services.NoQuotaSource as error:
-        return Status(409, _detail(str(error)))
-    except services.BrokerUnavailable as error:
-        return Status(503, _detail(str(error)))
+    services.request_refresh(connection_id)
     return Status(202, {"queued": True})
 
 
@@ -261,13 +222,8 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
         if payload.windows is not None
         else None,
     )
-    try:
-        stored = services.store_reading(connection_id, data)
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
-    except ValidationError as error:
-        return validation_error_response(error)
-    return Status(201, reading_out(stored.reading))
+    stored = services.store_reading(connection_id, data)
+    return Status(201, stored.reading)
 
 
 @router.post(
@@ -279,34 +235,18 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
     """Report an upstream outcome: failures write a cooldown (Retry-After, else backoff),
     clamped to the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading;
     `success` clears the failure count and the cooldown."""
-    try:
-        result = services.apply_event(
-            connection_id,
-            kind=payload.kind,
-            retry_after_seconds=payload.retry_after_seconds,
-            reset_at=payload.reset_at,
-            headers=payload.headers,
-        )
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
+    result = services.apply_event(
+        connection_id,
+        kind=payload.kind,
+        retry_after_seconds=payload.retry_after_seconds,
+        reset_at=payload.reset_at,
+        headers=payload.headers,
+    )
     metrics.EVENTS.labels(kind=payload.kind).inc()
     return result
 
 
 # --- candidates ----------------------------------------------------------------------------
-
-
-def candidate_out(candidate: Candidate) -> dict[str, Any]:
-    """A registered candidate as the API shows it."""
-    return {
-        "id": candidate.pk,
-        "provider": candidate.provider,
-        "model": candidate.model,
-        "categories": list(candidate.categories or []),
-        "priority": candidate.priority,
-        "connection_id": candidate.connection_id,
-        "allowed_connection_ids": candidate.allowed_connection_ids,
-    }
 
 
 def _candidate_input(payload: CandidateSchema) -> services.CandidateInput:
@@ -323,9 +263,9 @@ def _candidate_input(payload: CandidateSchema) -> services.CandidateInput:
 
 
 @router.get("/candidates", response={200: list[CandidateOut], **GATEWAY_ERRORS}, auth=gateway_auth)
-def list_candidates(request: HttpRequest) -> list[dict[str, Any]]:
+def list_candidates(request: HttpRequest) -> list[Candidate]:
     """Registered candidates, by priority (lower first), ties by id."""
-    return [candidate_out(c) for c in Candidate.objects.order_by("priority", "id")]
+    return list(Candidate.objects.order_by("priority", "id"))
 
 
 @router.post(
@@ -334,10 +274,7 @@ def list_candidates(request: HttpRequest) -> list[dict[str, Any]]:
 def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
     """Register a candidate: exactly one of `connection_id` and a non-empty
     `allowed_connection_ids`."""
-    try:
-        return Status(201, candidate_out(services.save_candidate(_candidate_input(payload))))
-    except ValidationError as error:
-        return validation_error_response(error)
+    return Status(201, services.save_candidate(_candidate_input(payload)))
 
 
 @router.put(
@@ -347,12 +284,7 @@ def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
 )
 def update_candidate(request: HttpRequest, candidate_id: int, payload: CandidateSchema) -> Any:
     """Replace a candidate's fields."""
-    try:
-        return candidate_out(services.save_candidate(_candidate_input(payload), candidate_id))
-    except services.NotFound as error:
-        return Status(404, _detail(str(error)))
-    except ValidationError as error:
-        return validation_error_response(error)
+    return services.save_candidate(_candidate_input(payload), candidate_id)
 
 
 @router.delete(
@@ -482,10 +414,7 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
     parsed = _parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
         return Status(404, parsed)
-    try:
-        decision = services.decide_registered(parsed, counters=_counters(request))
-    except services.UnknownCategory as error:
-        return Status(404, _detail(str(error)))
+    decision = services.decide_registered(parsed, counters=_counters(request))
     _observe(parsed, decision, started)
     return decision_response(decision)
 
@@ -610,22 +539,19 @@ def settings_out() -> dict[str, Any]:
     rules (an older release's, or edited by hand) answers its nearest legal values, the
     ones every decision uses, never a 500 (ladder.services.effective_settings_of)."""
     values, _ = services.effective_settings_of(services.get_settings_row())
-    return {
-        "exit_cutoff_percent": values["exit_cutoff_percent"],
-        "reentry_min_remaining_percent": values["reentry_min_remaining_percent"],
-        "rung_budget_usd": {
-            "cheap": _money(values["cheap_budget_usd"]),
-            "premium": _money(values["premium_budget_usd"]),
-        },
-        "budget_window": values["budget_window"],
-        "max_state_age_seconds": values["max_state_age_seconds"],
-        "base_cooldown_seconds": values["base_cooldown_seconds"],
-        "max_cooldown_seconds": values["max_cooldown_seconds"],
-        "cheap_max_input_usd_per_mtok": float(values["cheap_max_input_usd_per_mtok"]),
-    }
+    body: dict[str, Any] = {}
+    for field in TUNING_FIELDS:
+        value = values[field.name]
+        *parents, key = SETTINGS_LOCATIONS.get(field.name, [field.name])
+        place = body
+        for parent in parents:
+            place = place.setdefault(parent, {})
+        place[key] = _money(value) if field.kind == "usd" else value
+    return body
 
 
-# The services name the budgets by column; the API nests them.
+# The services name the budgets by column; the API nests them. Every other tuning field
+# (ladder/core/settings_bounds.TUNING_FIELDS) sits at the top level under its own name.
 SETTINGS_LOCATIONS = {
     "cheap_budget_usd": ["rung_budget_usd", "cheap"],
     "premium_budget_usd": ["rung_budget_usd", "premium"],
@@ -655,40 +581,19 @@ def _usd_6dp(value: float | None) -> Decimal | None:
 )
 def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
     """Replace every tuning field (a missing field, or an `enabled` field, is a 422)."""
-    values = {
-        "exit_cutoff_percent": payload.exit_cutoff_percent,
-        "reentry_min_remaining_percent": payload.reentry_min_remaining_percent,
-        "cheap_budget_usd": _usd_6dp(payload.rung_budget_usd.cheap),
-        "premium_budget_usd": _usd_6dp(payload.rung_budget_usd.premium),
-        "budget_window": payload.budget_window,
-        "max_state_age_seconds": payload.max_state_age_seconds,
-        "base_cooldown_seconds": payload.base_cooldown_seconds,
-        "max_cooldown_seconds": payload.max_cooldown_seconds,
-        "cheap_max_input_usd_per_mtok": _usd_6dp(payload.cheap_max_input_usd_per_mtok),
-    }
-    try:
+    body = payload.model_dump()
+    values: dict[str, Any] = {}
+    for field in TUNING_FIELDS:
+        value: Any = body
+        for key in SETTINGS_LOCATIONS.get(field.name, [field.name]):
+            value = value[key]
+        values[field.name] = _usd_6dp(value) if field.kind == "usd" else value
+    with located(SETTINGS_LOCATIONS):
         services.update_settings(values, actor=actor_of(request))
-    except ValidationError as error:
-        return validation_error_response(error, locations=SETTINGS_LOCATIONS)
     return settings_out()
 
 
 # --- spend ------------------------------------------------------------------------------------
-
-
-def spend_out(entry: SpendEntry) -> dict[str, Any]:
-    """A ledger entry as the API shows it."""
-    return {
-        "request_id": entry.request_id,
-        "connection_id": entry.connection_id,
-        "provider": entry.provider,
-        "model": entry.model,
-        "cost_usd": float(entry.cost_usd),
-        "input_tokens": entry.input_tokens,
-        "output_tokens": entry.output_tokens,
-        "occurred_at": entry.occurred_at,
-        "rung": entry.rung,
-    }
 
 
 @router.post(
@@ -699,22 +604,20 @@ def spend_out(entry: SpendEntry) -> dict[str, Any]:
 def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     """Record one request's cost, once per `request_id` (200 when seen before). A null
     `cost_usd` is computed from the tokens and the price catalog."""
-    try:
-        entry, created = services.record_spend(
-            services.SpendInput(
-                request_id=payload.request_id,
-                connection_id=payload.connection_id,
-                provider=payload.provider,
-                model=payload.model,
-                cost_usd=_decimal(payload.cost_usd),
-                input_tokens=payload.input_tokens,
-                output_tokens=payload.output_tokens,
-                occurred_at=payload.occurred_at,
-            )
+    # A ValidationError (e.g. a computed cost too large to store) answers a 422.
+    entry, created = services.record_spend(
+        services.SpendInput(
+            request_id=payload.request_id,
+            connection_id=payload.connection_id,
+            provider=payload.provider,
+            model=payload.model,
+            cost_usd=_decimal(payload.cost_usd),
+            input_tokens=payload.input_tokens,
+            output_tokens=payload.output_tokens,
+            occurred_at=payload.occurred_at,
         )
-    except ValidationError as error:  # e.g. a computed cost too large to store
-        return validation_error_response(error)
-    return Status((201 if created else 200), spend_out(entry))
+    )
+    return Status((201 if created else 200), entry)
 
 
 @router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)

@@ -10,14 +10,12 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from ladder.core.notifications import MAX_URL_LENGTH, SUBSCRIBABLE_KINDS
-from ladder.core.settings_bounds import SETTINGS_BOUNDS
+from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELDS, TuningField
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
 from ladder.services.notifications import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
 from ladder.services.notifications import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
-
-BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
 
 
 def _limits(name: str, kind: type = float) -> dict[str, Any]:
@@ -36,86 +34,30 @@ def _limits(name: str, kind: type = float) -> dict[str, Any]:
     return limits
 
 
-def _help(name: str, text: str) -> str:
-    return f"{SETTINGS_BOUNDS[name].text}. {text}"
+def tuning_form_field(field: TuningField) -> forms.Field:
+    """The form field of a tuning field, from its declaration."""
+    text: dict[str, Any] = {"label": field.label, "help_text": field.help_text}
+    if field.kind == "window":
+        return forms.ChoiceField(choices=LadderSettings.BudgetWindowChoices.choices, **text)
+    if field.kind == "usd":
+        assert field.bound is not None
+        return forms.DecimalField(
+            required=not field.bound.nullable,
+            **_limits(field.name, Decimal),
+            max_digits=14,
+            decimal_places=6,
+            **text,
+        )
+    if field.kind == "int":
+        return forms.IntegerField(**_limits(field.name, int), **text)
+    return forms.FloatField(**_limits(field.name), **text)
 
 
 class SettingsForm(forms.Form):
-    """Every tuning field of the ladder. There is deliberately no `enabled` field: a
-    switch that could turn the ladder off would let auto/subscription quietly serve
-    paid models under a name that promises the opposite."""
-
-    exit_cutoff_percent = forms.FloatField(
-        label="Exit cutoff (%)",
-        **_limits("exit_cutoff_percent"),
-        help_text=_help(
-            "exit_cutoff_percent", "A connection in play drops out at or below this remaining %."
-        ),
-    )
-    reentry_min_remaining_percent = forms.FloatField(
-        label="Re-entry floor (%)",
-        **_limits("reentry_min_remaining_percent"),
-        help_text=_help(
-            "reentry_min_remaining_percent",
-            "A dropped-out connection comes back only above this remaining %. "
-            "Not below the exit cutoff.",
-        ),
-    )
-    cheap_budget_usd = forms.DecimalField(
-        label="Cheap rung budget (USD)",
-        required=False,
-        **_limits("cheap_budget_usd", Decimal),
-        max_digits=14,
-        decimal_places=6,
-        help_text=_help("cheap_budget_usd", BUDGET_HELP),
-    )
-    premium_budget_usd = forms.DecimalField(
-        label="Premium rung budget (USD)",
-        required=False,
-        **_limits("premium_budget_usd", Decimal),
-        max_digits=14,
-        decimal_places=6,
-        help_text=_help("premium_budget_usd", BUDGET_HELP),
-    )
-    budget_window = forms.ChoiceField(
-        label="Budget window",
-        choices=LadderSettings.BudgetWindowChoices.choices,
-        help_text="Calendar window in UTC over which spend counts against a budget.",
-    )
-    max_state_age_seconds = forms.IntegerField(
-        label="Max reading age (s)",
-        **_limits("max_state_age_seconds", int),
-        help_text=_help(
-            "max_state_age_seconds",
-            "An older reading counts as none (an EXHAUSTED one with a future reset "
-            "stays current until that reset).",
-        ),
-    )
-    base_cooldown_seconds = forms.FloatField(
-        label="Cooldown base (s)",
-        **_limits("base_cooldown_seconds"),
-        help_text=_help(
-            "base_cooldown_seconds",
-            "Backoff of the n-th consecutive failure: min(base x 2^(n-1), max).",
-        ),
-    )
-    max_cooldown_seconds = forms.FloatField(
-        label="Cooldown cap (s)",
-        **_limits("max_cooldown_seconds"),
-        help_text=_help(
-            "max_cooldown_seconds", "A Retry-After from upstream is used as given, not capped."
-        ),
-    )
-    cheap_max_input_usd_per_mtok = forms.DecimalField(
-        label="Cheap / premium boundary (USD per M input tokens)",
-        **_limits("cheap_max_input_usd_per_mtok", Decimal),
-        max_digits=14,
-        decimal_places=6,
-        help_text=_help(
-            "cheap_max_input_usd_per_mtok",
-            "A model whose input price is at or below this is cheap; above, premium.",
-        ),
-    )
+    """Every tuning field of the ladder (ladder/core/settings_bounds.py declares them).
+    There is deliberately no `enabled` field: a switch that could turn the ladder off
+    would let auto/subscription quietly serve paid models under a name that promises
+    the opposite."""
 
     def clean(self) -> dict[str, object] | None:
         cleaned = super().clean()
@@ -128,6 +70,12 @@ class SettingsForm(forms.Form):
                     for message in messages:
                         self.add_error(name, message)
         return cleaned
+
+
+# The nine fields, in their declared order (the metaclass has already run).
+SettingsForm.base_fields = SettingsForm.declared_fields = {
+    field.name: tuning_form_field(field) for field in TUNING_FIELDS
+}
 
 
 class TokenForm(forms.Form):

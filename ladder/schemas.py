@@ -131,6 +131,8 @@ class ConnectionIn(WriteSchema):
     )
 
 
+# A connection as the API shows it, read from the model: never its credential.
+# (A comment, not a docstring: a docstring would become its OpenAPI description.)
 class ConnectionOut(Schema):
     connection_id: str
     provider: str
@@ -139,6 +141,10 @@ class ConnectionOut(Schema):
     active: bool
     quota_source: str
     has_credential: bool
+
+    @staticmethod
+    def resolve_active(connection: Any) -> bool:
+        return bool(connection.is_active)
 
 
 class WindowSchema(Schema):
@@ -170,6 +176,8 @@ class ReadingIn(WriteSchema):
     )
 
 
+# A stored reading as the API shows it, read from the model.
+# (A comment, not a docstring: a docstring would become its OpenAPI description.)
 class ReadingOut(Schema):
     status: Literal["SAFE", "EXHAUSTED", "UNKNOWN"]
     remaining_percent: float | None
@@ -178,6 +186,10 @@ class ReadingOut(Schema):
     windows: list[dict[str, Any]]
     source: str
     detail: str
+
+    @staticmethod
+    def resolve_windows(reading: Any) -> list[dict[str, Any]]:
+        return list(reading.windows or [])
 
 
 class BillingOut(Schema):
@@ -283,6 +295,8 @@ class CandidateIn(WriteSchema):
     )
 
 
+# A registered candidate as the API shows it, read from the model.
+# (A comment, not a docstring: a docstring would become its OpenAPI description.)
 class CandidateOut(Schema):
     id: int
     provider: str
@@ -291,6 +305,14 @@ class CandidateOut(Schema):
     priority: int
     connection_id: str | None
     allowed_connection_ids: list[str] | None
+
+    @staticmethod
+    def resolve_id(candidate: Any) -> int:
+        return int(candidate.pk)
+
+    @staticmethod
+    def resolve_categories(candidate: Any) -> list[str]:
+        return list(candidate.categories or [])
 
 
 class PlainWriteModel(BaseModel):
@@ -474,6 +496,8 @@ class SpendIn(WriteSchema):
     )
 
 
+# A ledger entry as the API shows it, read from the model.
+# (A comment, not a docstring: a docstring would become its OpenAPI description.)
 class SpendOut(Schema):
     request_id: str
     connection_id: str
@@ -484,6 +508,10 @@ class SpendOut(Schema):
     output_tokens: int | None
     occurred_at: datetime
     rung: RungLiteral
+
+    @staticmethod
+    def resolve_cost_usd(entry: Any) -> float:
+        return float(entry.cost_usd)
 
 
 class RungBudgetOut(Schema):

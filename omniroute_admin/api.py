@@ -4,8 +4,11 @@ from typing import Any
 
 from ninja import NinjaAPI
 
+from billing import services as billing_services
 from billing.api import router as billing_router
+from ladder import services as ladder_services
 from ladder.api import router as ladder_router
+from ladder.crypto import CredentialKeyMissing
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
 
@@ -30,6 +33,20 @@ api = OmniRouteAPI(
     docs_url="/docs",
     openapi_url="/openapi.json",
 )
-install_handlers(api)
+# Every domain error the endpoints let through, with its status (its body is
+# `{"detail": str(error)}`); Django ValidationErrors answer ninja's 422 list.
+DOMAIN_STATUSES: dict[type[Exception], int] = {
+    ladder_services.NotFound: 404,
+    ladder_services.UnknownCategory: 404,
+    ladder_services.ConnectionExists: 409,
+    ladder_services.NoQuotaSource: 409,
+    ladder_services.BrokerUnavailable: 503,
+    billing_services.CatalogEntryNotFound: 404,
+    billing_services.PriceNotFound: 404,
+    billing_services.Conflict: 409,
+}
+# Errors about one body field, answered as a 422 at that field.
+FIELD_ERRORS: dict[type[Exception], str] = {CredentialKeyMissing: "credential"}
+install_handlers(api, DOMAIN_STATUSES, FIELD_ERRORS)
 api.add_router("", billing_router)
 api.add_router("", ladder_router)

@@ -1,16 +1,18 @@
-"""JSON error bodies for the API: domain validation errors become ninja-shaped 422s,
-a sick database a 503, and nothing is ever an HTML 500."""
+"""JSON error bodies for the API, mapped once: domain errors become their status with
+`{"detail": ...}`, domain validation errors ninja-shaped 422s, a sick database a 503,
+and nothing is ever an HTML 500."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema, Status
+from ninja import NinjaAPI, Schema
 
 from omniroute_admin.middleware import too_large
 
@@ -30,9 +32,9 @@ BODY_ERRORS: dict[int, Any] = {400: ErrorOut, 422: dict}
 PATH_ERRORS: dict[int, Any] = {422: dict}
 
 
-def validation_error_response(
+def validation_error_body(
     error: ValidationError, *, locations: Mapping[str, list[str]] | None = None
-) -> Status[dict[str, object]]:
+) -> dict[str, object]:
     """A domain ValidationError as ninja's 422 body: a list of {loc, msg, type};
     `locations` maps a service's field name to its place in the body, when they differ."""
     details: list[dict[str, object]] = []
@@ -47,11 +49,55 @@ def validation_error_response(
             {"loc": ["body", "payload"], "msg": message, "type": "value_error"}
             for message in error.messages
         )
-    return Status(422, {"detail": details})
+    return {"detail": details}
 
 
-def install_handlers(api: NinjaAPI) -> None:
-    """Database trouble answers 503 JSON; any other surprise a JSON 500 (logged)."""
+class LocatedValidationError(Exception):
+    """A domain ValidationError whose fields sit elsewhere in the request body."""
+
+    def __init__(self, error: ValidationError, locations: Mapping[str, list[str]]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.locations = locations
+
+
+@contextmanager
+def located(locations: Mapping[str, list[str]]) -> Iterator[None]:
+    """Within, a ValidationError answers its fields at `locations` in the body."""
+    try:
+        yield
+    except ValidationError as error:
+        raise LocatedValidationError(error, locations) from error
+
+
+def install_handlers(
+    api: NinjaAPI,
+    statuses: Mapping[type[Exception], int] | None = None,
+    field_errors: Mapping[type[Exception], str] | None = None,
+) -> None:
+    """The one place an exception becomes a status: each of `statuses` answers its code
+    with `{"detail": str(error)}`; a domain ValidationError, and each of `field_errors`
+    (an exception about one body field), ninja's 422 list; database trouble a 503; any
+    other surprise a JSON 500 (logged)."""
+
+    statuses = statuses or {}
+    field_errors = field_errors or {}
+
+    def answers(status: int) -> Callable[[HttpRequest, Any], HttpResponse]:
+        def domain_error(request: HttpRequest, exc: Any) -> HttpResponse:
+            return api.create_response(request, {"detail": str(exc)}, status=status)
+
+        return domain_error
+
+    def invalid(request: HttpRequest, exc: Any) -> HttpResponse:
+        if isinstance(exc, LocatedValidationError):
+            body = validation_error_body(exc.error, locations=exc.locations)
+        elif isinstance(exc, ValidationError):
+            body = validation_error_body(exc)
+        else:
+            field = next(field_errors[k] for k in type(exc).__mro__ if k in field_errors)
+            body = validation_error_body(ValidationError({field: [str(exc)]}))
+        return api.create_response(request, body, status=422)
 
     def database_unavailable(request: HttpRequest, exc: Any) -> HttpResponse:
         logger.warning(
@@ -79,6 +125,10 @@ def install_handlers(api: NinjaAPI) -> None:
     def body_too_large(request: HttpRequest, exc: Any) -> HttpResponse:
         return too_large(request)
 
+    for kind, status in statuses.items():
+        api.add_exception_handler(kind, answers(status))
+    for kind in (ValidationError, LocatedValidationError, *field_errors):
+        api.add_exception_handler(kind, invalid)
     api.add_exception_handler(RequestDataTooBig, body_too_large)
     api.add_exception_handler(OperationalError, database_unavailable)
     api.add_exception_handler(InterfaceError, database_unavailable)

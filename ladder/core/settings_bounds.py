@@ -86,16 +86,87 @@ class Bound:
 
 # An out-of-range stored budget reads as 0 (the rung disabled) or the cap, never as unset.
 BUDGET = Bound(0, MAX_BUDGET_USD, default=0, nullable=True)
+BUDGET_HELP = "USD per budget window. 0 disables the rung; empty = no budget, never gated."
 
+
+@dataclass(frozen=True, slots=True)
+class TuningField:
+    """One of the ladder's tuning fields, declared once: the model's column, the core's
+    config, the dashboard's form and the API's schema derive from it. `kind` names the
+    value's type: "float", "usd" (a Decimal with 6 decimals), "int" or "window" (one of
+    BUDGET_WINDOWS); `bound` is its legal range (None for the window)."""
+
+    name: str
+    kind: str
+    bound: Bound | None
+    label: str
+    help: str
+
+    @property
+    def help_text(self) -> str:
+        """The help text with the legal range first, as the form shows it."""
+        return f"{self.bound.text}. {self.help}" if self.bound is not None else self.help
+
+
+TUNING_FIELDS: Final[tuple[TuningField, ...]] = (
+    TuningField(
+        "exit_cutoff_percent",
+        "float",
+        Bound(0, 100, default=2.0),
+        "Exit cutoff (%)",
+        "A connection in play drops out at or below this remaining %.",
+    ),
+    TuningField(
+        "reentry_min_remaining_percent",
+        "float",
+        Bound(0, 100, default=5.0),
+        "Re-entry floor (%)",
+        "A dropped-out connection comes back only above this remaining %. "
+        "Not below the exit cutoff.",
+    ),
+    TuningField("cheap_budget_usd", "usd", BUDGET, "Cheap rung budget (USD)", BUDGET_HELP),
+    TuningField("premium_budget_usd", "usd", BUDGET, "Premium rung budget (USD)", BUDGET_HELP),
+    TuningField(
+        "budget_window",
+        "window",
+        None,
+        "Budget window",
+        "Calendar window in UTC over which spend counts against a budget.",
+    ),
+    TuningField(
+        "max_state_age_seconds",
+        "int",
+        Bound(1, MAX_SECONDS, default=180, integer=True),
+        "Max reading age (s)",
+        "An older reading counts as none (an EXHAUSTED one with a future reset "
+        "stays current until that reset).",
+    ),
+    TuningField(
+        "base_cooldown_seconds",
+        "float",
+        Bound(0, MAX_SECONDS, default=5.0, low_open=True),
+        "Cooldown base (s)",
+        "Backoff of the n-th consecutive failure: min(base x 2^(n-1), max).",
+    ),
+    TuningField(
+        "max_cooldown_seconds",
+        "float",
+        Bound(0, MAX_SECONDS, default=120.0, low_open=True),
+        "Cooldown cap (s)",
+        "A Retry-After from upstream is used as given, not capped.",
+    ),
+    TuningField(
+        "cheap_max_input_usd_per_mtok",
+        "usd",
+        Bound(0, MAX_USD_6DP, default=1.0),
+        "Cheap / premium boundary (USD per M input tokens)",
+        "A model whose input price is at or below this is cheap; above, premium.",
+    ),
+)
+TUNING: Final[Mapping[str, TuningField]] = {field.name: field for field in TUNING_FIELDS}
+TUNING_FIELD_NAMES: Final[tuple[str, ...]] = tuple(TUNING)
 SETTINGS_BOUNDS: Final[Mapping[str, Bound]] = {
-    "exit_cutoff_percent": Bound(0, 100, default=2.0),
-    "reentry_min_remaining_percent": Bound(0, 100, default=5.0),
-    "cheap_budget_usd": BUDGET,
-    "premium_budget_usd": BUDGET,
-    "max_state_age_seconds": Bound(1, MAX_SECONDS, default=180, integer=True),
-    "base_cooldown_seconds": Bound(0, MAX_SECONDS, default=5.0, low_open=True),
-    "max_cooldown_seconds": Bound(0, MAX_SECONDS, default=120.0, low_open=True),
-    "cheap_max_input_usd_per_mtok": Bound(0, MAX_USD_6DP, default=1.0),
+    field.name: field.bound for field in TUNING_FIELDS if field.bound is not None
 }
 BUDGET_WINDOWS: Final = ("day", "week", "month")
 DEFAULT_BUDGET_WINDOW: Final = "month"

@@ -5,15 +5,16 @@ No ORM, no clock, no IO. All datetimes are timezone-aware UTC.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import IntEnum, StrEnum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from billing.classify import BillingVerdict
 from billing.tiers import DEFAULT_CHEAP_MAX_INPUT_USD_PER_MTOK
-from ladder.core.settings_bounds import SETTINGS_BOUNDS
+from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELD_NAMES
 
 # --------------------------------------------------------------------------- enums
 
@@ -179,6 +180,14 @@ class LadderConfig:
             if problem is not None:
                 raise ValueError(f"{name}: {problem} Got {value!r}.")
         BudgetWindow(self.budget_window)  # ValueError naming a bad window
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> LadderConfig:
+        """The config of a full set of tuning values (ladder/core/settings_bounds.py
+        declares the nine); ValueError on a value outside the rules."""
+        fields: dict[str, Any] = {name: values[name] for name in TUNING_FIELD_NAMES}
+        fields["budget_window"] = BudgetWindow(fields["budget_window"])
+        return cls(**fields)
 
     @property
     def reentry_floor(self) -> float:

@@ -11,7 +11,8 @@ from django.db import transaction
 
 from billing import services as billing_services
 from billing.models import ChangeCounter
-from ladder.core import BudgetWindow, LadderConfig, settings_bounds
+from ladder.core import LadderConfig, settings_bounds
+from ladder.core.settings_bounds import TUNING_FIELD_NAMES
 from ladder.models import LadderSettings
 from ladder.services.common import logger
 
@@ -45,18 +46,7 @@ _settings_warned: set[tuple[str, ...]] = set()
 
 def config_from_row(row: LadderSettings) -> LadderConfig:
     """The frozen config the pure core takes (out-of-range fields as applied)."""
-    values, _ = effective_settings_of(row)
-    return LadderConfig(
-        exit_cutoff_percent=values["exit_cutoff_percent"],
-        reentry_min_remaining_percent=values["reentry_min_remaining_percent"],
-        cheap_budget_usd=values["cheap_budget_usd"],
-        premium_budget_usd=values["premium_budget_usd"],
-        budget_window=BudgetWindow(values["budget_window"]),
-        max_state_age_seconds=values["max_state_age_seconds"],
-        base_cooldown_seconds=values["base_cooldown_seconds"],
-        max_cooldown_seconds=values["max_cooldown_seconds"],
-        cheap_max_input_usd_per_mtok=values["cheap_max_input_usd_per_mtok"],
-    )
+    return LadderConfig.from_settings(effective_settings_of(row)[0])
 
 
 def load_config() -> LadderConfig:
@@ -64,17 +54,7 @@ def load_config() -> LadderConfig:
     return config_from_row(get_settings_row())
 
 
-SETTINGS_FIELDS = (
-    "exit_cutoff_percent",
-    "reentry_min_remaining_percent",
-    "cheap_budget_usd",
-    "premium_budget_usd",
-    "budget_window",
-    "max_state_age_seconds",
-    "base_cooldown_seconds",
-    "max_cooldown_seconds",
-    "cheap_max_input_usd_per_mtok",
-)
+SETTINGS_FIELDS = TUNING_FIELD_NAMES
 
 
 def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
