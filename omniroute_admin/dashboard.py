@@ -137,9 +137,9 @@ def render(
     status: int = 200,
 ) -> TemplateResponse:
     """The whole page, or for an HTMX request the partial named by its target (else the
-    page's first partial)."""
+    page's first partial; a page without partials is answered whole)."""
     name = template
-    if request.htmx and not request.htmx.history_restore_request:
+    if request.htmx and not request.htmx.history_restore_request and partials:
         target = request.htmx.target
         name = f"{template}#{target if target in partials else partials[0]}"
     role = role_of(request.user)

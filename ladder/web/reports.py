@@ -22,7 +22,7 @@ def simulation_report(request: HtmxHttpRequest) -> HttpResponseBase:
 
     path = latest_report_path()
     if path is None:
-        return render(request, "ladder/no_report.html", {}, partials=())
+        return render(request, "ladder/no_report.html", {}, partials=("report-missing",))
     response = HttpResponse(path.read_bytes(), content_type="text/html; charset=utf-8")
     response["Content-Security-Policy"] = REPORT_CSP
     return response
