@@ -16,7 +16,7 @@ from omniroute_admin import dashboard
 from tests.e2e.pages import Element, parse, top_elements
 from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, make_connection, make_reading
-from tests.ladder.test_views_queries import PAGE_QUERIES, page_queries
+from tests.ladder.web.test_queries import PAGE_QUERIES, page_queries
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from omniroute_admin import dashboard
 from tests.e2e.pages import parse, top_elements
 from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, WEBHOOK_SECRET, make_webhook
-from tests.ladder.test_views_queries import page_queries
+from tests.ladder.web.test_queries import page_queries
 
 pytestmark = pytest.mark.django_db
 
