@@ -2,7 +2,8 @@
 delete inline (each state has a real URL, so the pages work without JavaScript), with
 validation and conflict messages, audit history, and the price file upload.
 
-Access and response headers come from the dashboard's decorators in `ladder.views`."""
+Access and response headers come from the dashboard kit's decorators in
+`omniroute_admin.dashboard`."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from billing.price_import import PriceFileError
 from ladder.models import Connection
 from ladder.services import load_config
-from ladder.views import (
+from omniroute_admin.dashboard import (
     HtmxHttpRequest,
     done,
+    int_param,
     operator_required,
     render,
     search_param,
@@ -44,11 +46,6 @@ PRICES_PER_PAGE = 100
 # The edit row and the create form share a page: distinct element ids for their fields.
 EDIT_IDS = "edit-%s"
 NEW_IDS = "new-%s"
-
-
-def _int_param(request: HttpRequest, name: str) -> int | None:
-    value = request.GET.get(name, "")
-    return int(value) if value.isdigit() and len(value) < 19 else None
 
 
 # --- catalog ------------------------------------------------------------------------------
@@ -201,7 +198,7 @@ def catalog(request: HtmxHttpRequest) -> TemplateResponse:
     """The curated catalog; `?edit=<id>` opens an entry's form, `?delete=<id>` asks to
     confirm its deletion."""
     return _catalog(
-        request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete")
+        request, editing=int_param(request, "edit"), deleting=int_param(request, "delete")
     )
 
 
@@ -407,7 +404,7 @@ def prices(request: HtmxHttpRequest) -> TemplateResponse:
     """Model prices with their computed tier; `?q=` searches, `?edit=<id>` opens a row,
     `?delete=<id>` asks to confirm."""
     return _prices(
-        request, editing=_int_param(request, "edit"), deleting=_int_param(request, "delete")
+        request, editing=int_param(request, "edit"), deleting=int_param(request, "delete")
     )
 
 
@@ -415,7 +412,7 @@ def prices(request: HtmxHttpRequest) -> TemplateResponse:
 @operator_required
 def price_save(request: HtmxHttpRequest) -> HttpResponseBase:
     """Create or update the price of (provider, model), audited."""
-    editing = _int_param(request, "edit")
+    editing = int_param(request, "edit")
     form = PriceForm(request.POST, auto_id=NEW_IDS if editing is None else EDIT_IDS)
     if not form.is_valid():
         return _prices(request, 422, form=form, editing=editing)

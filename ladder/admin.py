@@ -1,7 +1,8 @@
 """The Django admin of dashboard accounts and roles. The roles are the two groups
 `viewer` and `operator` (ladder/migrations/0003_roles.py), matched by name
-(ladder.views.role_of): renaming or deleting one would silently strip every member of
-their role, and a new group or a group permission means nothing to the dashboard. So
+(omniroute_admin.dashboard.role_of): renaming or deleting one would silently strip every
+member of their role, and a new group or a group permission means nothing to the
+dashboard. So
 groups are read-only here. Users stay writable: this is where operators manage accounts
 and set each user's role (its groups); Django's admin log records every such write, and
 no pool decision reads a user, so no change counter is involved.

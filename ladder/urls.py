@@ -3,7 +3,7 @@ confirm state, so every state has a real URL); every write is a POST to its own 
 
 from django.urls import path, register_converter
 
-from ladder import views
+from ladder.web import auth, connections, notifications, overview, pools, reports, settings, tokens
 
 
 class ConnectionIdConverter:
@@ -23,52 +23,60 @@ register_converter(ConnectionIdConverter, "connection_id")
 
 app_name = "ladder"
 urlpatterns = [
-    path("", views.overview, name="overview"),
-    path("connections/", views.connections, name="connections"),
+    path("", overview.overview, name="overview"),
+    path("connections/", connections.connections, name="connections"),
     # Before the connection pages: "add" is also a valid connection id, whose page this
     # URL still shows on a GET.
-    path("connections/add/", views.connection_add_or_page, name="connection-add"),
-    path("connections/<connection_id:connection_id>/", views.connection_detail, name="connection"),
+    path("connections/add/", connections.connection_add_or_page, name="connection-add"),
+    path(
+        "connections/<connection_id:connection_id>/",
+        connections.connection_detail,
+        name="connection",
+    ),
     path(
         "connections/<connection_id:connection_id>/refresh/",
-        views.refresh_connection,
+        connections.refresh_connection,
         name="connection-refresh",
     ),
     path(
         "connections/<connection_id:connection_id>/edit/",
-        views.connection_edit,
+        connections.connection_edit,
         name="connection-edit",
     ),
     path(
         "connections/<connection_id:connection_id>/delete/",
-        views.connection_delete,
+        connections.connection_delete,
         name="connection-delete",
     ),
-    path("pools/", views.pools, name="pools"),
-    path("reports/simulation/", views.simulation_report, name="simulation-report"),
-    path("settings/", views.settings_page, name="settings"),
-    path("settings/update/", views.settings_update, name="settings-update"),
-    path("tokens/", views.tokens, name="tokens"),
-    path("tokens/create/", views.token_create, name="token-create"),
-    path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
-    path("notifications/", views.notifications_page, name="notifications"),
-    path("notifications/webhooks/create/", views.webhook_create, name="webhook-create"),
+    path("pools/", pools.pools, name="pools"),
+    path("reports/simulation/", reports.simulation_report, name="simulation-report"),
+    path("settings/", settings.settings_page, name="settings"),
+    path("settings/update/", settings.settings_update, name="settings-update"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/create/", tokens.token_create, name="token-create"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
+    path("notifications/", notifications.notifications_page, name="notifications"),
+    path("notifications/webhooks/create/", notifications.webhook_create, name="webhook-create"),
     path(
         "notifications/webhooks/<int:webhook_id>/update/",
-        views.webhook_update,
+        notifications.webhook_update,
         name="webhook-update",
     ),
     path(
         "notifications/webhooks/<int:webhook_id>/delete/",
-        views.webhook_delete,
+        notifications.webhook_delete,
         name="webhook-delete",
     ),
-    path("notifications/webhooks/<int:webhook_id>/test/", views.webhook_test, name="webhook-test"),
+    path(
+        "notifications/webhooks/<int:webhook_id>/test/",
+        notifications.webhook_test,
+        name="webhook-test",
+    ),
     path(
         "notifications/webhooks/<int:webhook_id>/rotate-secret/",
-        views.webhook_rotate_secret,
+        notifications.webhook_rotate_secret,
         name="webhook-rotate-secret",
     ),
-    path("accounts/login/", views.login, name="login"),
-    path("accounts/logout/", views.logout, name="logout"),
+    path("accounts/login/", auth.login, name="login"),
+    path("accounts/logout/", auth.logout, name="logout"),
 ]

@@ -293,7 +293,7 @@ def page_unavailable(request: HttpRequest, *, answered: bool) -> HttpResponse:
     (`answered=False`) or answered with an error: for an htmx request a line for the
     page's error box (the part it asked for stays, and its poll goes on), for a page a
     small page that reloads itself (GET), for /readyz and /metrics their own formats."""
-    from ladder.views import POLL_SECONDS
+    from omniroute_admin.dashboard import POLL_SECONDS
 
     if request.path == "/readyz":
         problem = "DeadlinePassed" if not answered else "OperationalError"

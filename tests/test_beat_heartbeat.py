@@ -13,9 +13,9 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from ladder import beat, tasks, views
+from ladder import beat, tasks
 from ladder.metrics import DatabaseCollector
-from omniroute_admin import ops
+from omniroute_admin import dashboard, ops
 from omniroute_admin.celery import app as celery_app
 from tests.e2e.pages import parse
 from tests.e2e.worlds import signed_in
@@ -32,7 +32,7 @@ def _pinned(monkeypatch: pytest.MonkeyPatch, settings: pytest.FixtureRequest) ->
     settings.QUOTA_BEAT_SECONDS = 10.0  # type: ignore[attr-defined]
     settings.BEAT_HEARTBEAT_MAX_AGE_SECONDS = LIMIT  # type: ignore[attr-defined]
     monkeypatch.setattr(ops, "current_time", lambda: NOW)
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
     monkeypatch.setattr(beat, "STARTED_AT", NOW - timedelta(hours=1))
     monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
 

@@ -12,8 +12,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
-from ladder import views
 from ladder.models import LadderSettings
+from omniroute_admin import dashboard
 from tests.e2e.pages import Element, parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW
@@ -25,7 +25,7 @@ PRICE_FILE = Path(__file__).parent / "data" / "prices_small.json"
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture

@@ -57,9 +57,9 @@ def world() -> None:
 @pytest.fixture
 def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Live parts poll every second instead of every 5 (the focus tests await three)."""
-    from ladder import views
+    from omniroute_admin import dashboard
 
-    monkeypatch.setattr(views, "POLL_SECONDS", 1)
+    monkeypatch.setattr(dashboard, "POLL_SECONDS", 1)
 
 
 def _page(browser: Browser, viewport: dict[str, int], color_scheme: Any = "light") -> Page:

@@ -14,8 +14,7 @@ from django.db.backends.signals import connection_created
 from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
-from ladder import views
-from omniroute_admin import deadline
+from omniroute_admin import dashboard, deadline
 from tests.e2e.conftest import sign_in
 from tests.e2e.worlds import make_user
 
@@ -70,7 +69,7 @@ def test_a_hung_database_shows_in_the_error_box_and_the_overview_recovers_by_its
     monkeypatch: pytest.MonkeyPatch,
     console_errors: list[str],
 ) -> None:
-    monkeypatch.setattr(views, "POLL_SECONDS", POLL_SECONDS)
+    monkeypatch.setattr(dashboard, "POLL_SECONDS", POLL_SECONDS)
     make_user("olga", "operator")
     sign_in(page, live_server.url, "olga")
     status = page.locator("#ladder-status")

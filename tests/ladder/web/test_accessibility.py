@@ -10,7 +10,7 @@ from itertools import pairwise
 import pytest
 from django.test import Client
 
-from ladder import views
+from omniroute_admin import dashboard
 from tests.e2e.pages import Element, parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, make_connection, make_reading
@@ -38,7 +38,7 @@ LIVE = (
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
-from ladder import views
 from ladder.models import ApiToken, Connection, LadderSettings
 from ladder.services import enqueue
 from ladder.tokens import create_token
+from omniroute_admin import dashboard
 from tests.e2e.pages import Element, parse, top_elements
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
@@ -50,7 +50,7 @@ PARTIALS = (
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture

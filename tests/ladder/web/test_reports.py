@@ -48,3 +48,22 @@ def test_every_page_links_the_report(viewer: Client) -> None:
     response = viewer.get("/")
 
     assert 'href="/reports/simulation/"' in response.content.decode()
+
+
+def test_without_a_report_an_htmx_request_gets_the_page_fragment_not_a_500(
+    viewer: Client, settings: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+
+    page = viewer.get("/reports/simulation/")
+    fragment = viewer.get("/reports/simulation/", headers={"HX-Request": "true"})
+
+    assert page.status_code == 200
+    assert "<html" in page.content.decode()
+    assert fragment.status_code == 200
+    body = fragment.content.decode()
+    assert "<html" not in body
+    assert body.lstrip().startswith('<section class="card" id="report-missing">')
+    assert "python manage.py simulate" in body
+    assert fragment["Vary"] == page["Vary"]
+    assert "HX-Request" in fragment["Vary"]

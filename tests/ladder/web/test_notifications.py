@@ -12,14 +12,14 @@ import pytest
 from django.test import Client
 
 from billing.models import AuditEntry
-from ladder import views
 from ladder.crypto import decrypt_credential
 from ladder.models import NotificationDelivery, Webhook
 from ladder.services import enqueue
+from omniroute_admin import dashboard
 from tests.e2e.pages import parse, top_elements
 from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, WEBHOOK_SECRET, make_webhook
-from tests.ladder.test_views_queries import page_queries
+from tests.ladder.web.test_queries import page_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ SECRET_PATH = "/services/T0AAAA/B0BBBB/SLACKPATHSECRET"
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture

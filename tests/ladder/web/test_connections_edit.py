@@ -10,13 +10,13 @@ import pytest
 from django.test import Client
 from django.views.debug import SafeExceptionReporterFilter
 
-from ladder import views
 from ladder.crypto import decrypt_credential
 from ladder.models import Connection, QuotaReading
+from omniroute_admin import dashboard
 from tests.e2e.pages import Element, parse, top_elements
 from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, make_connection, make_reading
-from tests.ladder.test_views_queries import PAGE_QUERIES, page_queries
+from tests.ladder.web.test_queries import PAGE_QUERIES, page_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,7 @@ VALID = {
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture

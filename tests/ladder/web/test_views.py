@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 
 from billing.models import AuditEntry
-from ladder import views
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
 from ladder.services import enqueue
 from ladder.tokens import hash_secret
+from omniroute_admin import dashboard
 from tests.e2e.pages import parse
 from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_overview_says_since_when_readings_are_stale(
     demo: None, viewer: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The newest polled reading is 20 s before NOW; max age 180 s: stale from NOW + 160 s.
-    monkeypatch.setattr(views, "current_time", lambda: NOW + timedelta(minutes=10))
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW + timedelta(minutes=10))
 
     page = parse(viewer.get("/").content)
 

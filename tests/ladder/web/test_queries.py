@@ -10,8 +10,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from ladder import services, views
+from ladder import services
 from ladder.core import parse_auto_id
+from omniroute_admin import dashboard
 from tests.e2e.worlds import grow_world, seed_demo_world, signed_in
 from tests.ladder.factories import NOW
 
@@ -39,7 +40,7 @@ SESSION_OR_USER = re.compile(
 
 @pytest.fixture(autouse=True)
 def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(views, "current_time", lambda: NOW)
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
 
 
 def page_queries(client: Client, url: str) -> int:

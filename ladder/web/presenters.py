@@ -1,0 +1,392 @@
+"""What the dashboard's templates show, shaped from models and decisions: rows, bars,
+summaries and the short texts of durations and numbers (no view, no request)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Q
+from django.http import Http404
+
+from billing import services as billing_services
+from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
+from billing.models import BillingCatalogEntry
+from billing.tiers import PriceBook
+from ladder import beat, services
+from ladder.core import (
+    CandidateIn,
+    DecidedCandidate,
+    Decision,
+    Exclusion,
+    HysteresisState,
+    LadderConfig,
+    Reason,
+    Rung,
+    Staleness,
+    connection_rung,
+    is_polled,
+    reading_staleness,
+    rung_for,
+)
+from ladder.models import Connection, QuotaReading, Webhook
+
+CONNECTIONS_PER_PAGE = 100
+
+
+def duration_text(seconds: float) -> str:
+    """A short human duration: "42 s", "3 min 5 s", "2 h 5 min", "3 d 4 h"."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def number_text(value: float) -> str:
+    """A threshold or percent without a trailing ".0" ("2", "2.5")."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaBar:
+    """The drawing of one remaining-quota bar, with the hysteresis band marked."""
+
+    remaining_percent: float
+    level: str  # out (at or below the exit cutoff), band (below re-entry), ok
+    exit_cutoff: float
+    reentry_floor: float
+
+    @property
+    def width(self) -> str:
+        """The fill width in the bar's 0..100 viewBox."""
+        return number_text(round(min(max(self.remaining_percent, 0.0), 100.0), 2))
+
+
+def quota_bar(
+    remaining_percent: float | None, status: str, config: LadderConfig
+) -> QuotaBar | None:
+    """The bar of a reading; None when the reading does not say how much is left."""
+    if remaining_percent is None:
+        return None
+    if status == "EXHAUSTED" or remaining_percent <= config.exit_cutoff_percent:
+        level = "out"
+    elif remaining_percent <= config.reentry_floor:
+        level = "band"
+    else:
+        level = "ok"
+    return QuotaBar(remaining_percent, level, config.exit_cutoff_percent, config.reentry_floor)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRow:
+    """Everything the connections table shows about one connection."""
+
+    connection: Connection
+    verdict: BillingVerdict
+    rungs: tuple[Rung, ...]
+    is_rung_by_model: bool
+    reading: QuotaReading | None
+    staleness: str | None  # None: current; else why the reading does not count
+    reading_age: str | None
+    bar: QuotaBar | None
+    reset_in: str | None
+    cooldown_until: datetime | None
+    cooldown_in: str | None
+    is_dropped_out: bool
+    hysteresis_since_ago: str | None
+    can_refresh: bool
+    entry_label: str | None  # the deciding catalog entry, "provider/auth_type" or "provider/*"
+
+
+STALENESS_TEXT = {
+    Staleness.TOO_OLD: "too old: counts as no reading",
+    Staleness.RESET_PASSED: "its reset has passed: counts as no reading",
+}
+
+
+def model_rungs(
+    candidates: Iterable[CandidateIn], prices: PriceBook, config: LadderConfig
+) -> dict[str, set[Rung]]:
+    """The tier rungs each connection serves through the candidates that name it."""
+    rungs: dict[str, set[Rung]] = {}
+    tiers: dict[tuple[str, str], Rung] = {}
+    for candidate in candidates:
+        key = (candidate.provider, candidate.model)
+        if key not in tiers:
+            tier = prices.tier_of(
+                candidate.provider, candidate.model, config.cheap_max_input_usd_per_mtok
+            )
+            # Metered and uncurated connections take the rung of the model's tier.
+            tiers[key] = rung_for(UNCURATED_VERDICT, tier)
+        for connection_id in candidate.connection_ids:
+            rungs.setdefault(connection_id, set()).add(tiers[key])
+    return rungs
+
+
+def connection_row(
+    connection: Connection,
+    catalog: Catalog,
+    config: LadderConfig,
+    rungs_by_model: dict[str, set[Rung]],
+    now: datetime,
+    entry_labels: dict[int, str] | None = None,
+) -> ConnectionRow:
+    """The table row of one connection (no queries: everything is preloaded)."""
+    verdict = catalog.classify(connection.provider, connection.auth_type)
+    fixed = connection_rung(verdict)
+    rungs = (
+        (fixed,)
+        if fixed is not None
+        else tuple(sorted(rungs_by_model.get(connection.connection_id, ())))
+    )
+    reading = connection.current_reading
+    staleness = None
+    reading_age = None
+    bar = None
+    reset_in = None
+    if reading is not None:
+        core = services.reading_of(reading)
+        assert core is not None
+        found = reading_staleness(core, config, now)
+        staleness = STALENESS_TEXT[found] if found is not None else None
+        reading_age = duration_text((now - reading.checked_at).total_seconds())
+        bar = quota_bar(reading.remaining_percent, reading.status, config)
+        if reading.reset_at is not None and reading.reset_at > now:
+            reset_in = duration_text((reading.reset_at - now).total_seconds())
+    cooldown_until = (
+        connection.cooldown_until
+        if connection.cooldown_until is not None and connection.cooldown_until > now
+        else None
+    )
+    since = connection.hysteresis_since
+    return ConnectionRow(
+        connection=connection,
+        verdict=verdict,
+        rungs=rungs,
+        is_rung_by_model=fixed is None,
+        reading=reading,
+        staleness=staleness,
+        reading_age=reading_age,
+        bar=bar,
+        reset_in=reset_in,
+        cooldown_until=cooldown_until,
+        cooldown_in=duration_text((cooldown_until - now).total_seconds())
+        if cooldown_until is not None
+        else None,
+        is_dropped_out=connection.hysteresis_state == HysteresisState.DROPPED_OUT,
+        hysteresis_since_ago=duration_text((now - since).total_seconds()) if since else None,
+        can_refresh=is_polled(connection.quota_source),
+        entry_label=(entry_labels or {}).get(verdict.catalog_entry_id or 0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTable:
+    rows: list[ConnectionRow]
+    config: LadderConfig
+    page: Page[Connection] | None = None
+
+
+def connection_table(
+    now: datetime,
+    *,
+    connection_id: str | None = None,
+    search: str = "",
+    page_number: str | None = None,
+) -> ConnectionTable:
+    """Rows for one page of connections (or one connection) in a fixed number of
+    queries: count, connections with their readings, catalog, settings, candidates and
+    prices."""
+    query = services.connections_with_readings()
+    page = None
+    if connection_id is not None:
+        connections = list(query.filter(connection_id=connection_id))
+        if not connections:
+            raise Http404(f"No connection {connection_id!r}.")
+    else:
+        if search:
+            query = query.filter(
+                Q(connection_id__icontains=search)
+                | Q(provider__icontains=search)
+                | Q(label__icontains=search)
+            )
+        # Pages keep a poll of a large fleet small: 100 rich rows every few seconds.
+        page = Paginator(query, CONNECTIONS_PER_PAGE).get_page(page_number)
+        connections = list(page.object_list)
+    entries = list(BillingCatalogEntry.objects.all())
+    catalog = Catalog(entry.as_row() for entry in entries)
+    labels = {entry.pk: f"{entry.provider}/{entry.auth_type or '*'}" for entry in entries}
+    config = services.load_config()
+    # The decisions' cached price book (one counter query when warm): a poll every few
+    # seconds must not reload 50,000 price rows.
+    prices = services.current_snapshot(billing_services.change_counters()[0]).prices
+    rungs_by_model = model_rungs(services.registered_candidates(), prices, config)
+    rows = [connection_row(c, catalog, config, rungs_by_model, now, labels) for c in connections]
+    return ConnectionTable(rows=rows, config=config, page=page)
+
+
+@dataclass(frozen=True, slots=True)
+class RungSummary:
+    """One rung at a glance: connections usable and excluded in auto/thrifty."""
+
+    rung: Rung
+    usable: int
+    excluded: int
+    reasons: list[tuple[str, int]]
+    budget: services.RungBudget | None
+
+
+def rung_summaries(thrifty: Decision, spend: services.SpendSummary) -> list[RungSummary]:
+    """Per rung: distinct connections usable and excluded, and the commonest reasons."""
+    usable: dict[Rung, set[str]] = {rung: set() for rung in Rung}
+    excluded: dict[Rung, dict[str, Reason]] = {rung: {} for rung in Rung}
+    for entry in thrifty.candidates:
+        usable[entry.rung].update(entry.connection_ids)
+    for exclusion in thrifty.excluded:
+        if exclusion.rung is not None:
+            excluded[exclusion.rung].setdefault(exclusion.connection_id, exclusion.reason)
+    summaries = []
+    for rung in Rung:
+        left_out = {k: v for k, v in excluded[rung].items() if k not in usable[rung]}
+        reasons = Counter(reason.summary for reason in left_out.values()).most_common(3)
+        summaries.append(
+            RungSummary(
+                rung=rung,
+                usable=len(usable[rung]),
+                excluded=len(left_out),
+                reasons=reasons,
+                budget=spend.rungs.get(rung.label),
+            )
+        )
+    return summaries
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    health: services.ReadingHealth
+    stale_since: datetime | None
+    newest_age: str | None
+    next_reset_in: str | None
+
+
+def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetime) -> Freshness:
+    """Whether polled readings keep arriving: stale once the newest is older than the
+    maximum state age (the worker or the broker is likely down)."""
+    newest = health.newest_polled_reading_at
+    stale_since = None
+    if newest is not None:
+        limit = newest + timedelta(seconds=config.max_state_age_seconds)
+        if limit < now:
+            stale_since = limit
+    return Freshness(
+        health=health,
+        stale_since=stale_since,
+        newest_age=duration_text((now - newest).total_seconds()) if newest else None,
+        next_reset_in=duration_text((health.next_reset_at - now).total_seconds())
+        if health.next_reset_at
+        else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BeatBanner:
+    """The overview's warning that the scheduler stopped (absent while it runs)."""
+
+    last_run_at: datetime | None
+    age: str | None  # None: no heartbeat yet
+    max_age_seconds: float
+
+
+def beat_banner(health: beat.BeatHealth) -> BeatBanner | None:
+    """The beat banner, when the heartbeat says the beat is late (ladder/beat.py)."""
+    if not health.is_late:
+        return None
+    age = duration_text(health.age_seconds) if health.age_seconds is not None else None
+    return BeatBanner(health.last_run_at, age, health.max_age_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLine:
+    """One paid rung's spend against its budget, drawn as a bar."""
+
+    rung: str
+    spent_usd: str
+    budget_usd: str | None
+    state: str  # none, disabled, ok, exhausted
+    percent: str
+
+
+def budget_lines(spend: services.SpendSummary) -> list[BudgetLine]:
+    """The spend bars of the paid rungs."""
+    lines = []
+    for name, budget in spend.rungs.items():
+        spent = f"{budget.spent_usd:.2f}"
+        if budget.budget_usd is None:
+            lines.append(BudgetLine(name, spent, None, "none", "0"))
+        elif budget.budget_usd == 0:
+            lines.append(BudgetLine(name, spent, "0", "disabled", "0"))
+        else:
+            ratio = min(float(budget.spent_usd / budget.budget_usd) * 100, 100.0)
+            state = "exhausted" if budget.is_exhausted else "ok"
+            lines.append(
+                BudgetLine(
+                    name, spent, f"{budget.budget_usd:.2f}", state, number_text(round(ratio, 1))
+                )
+            )
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class PoolTab:
+    auto_id: str
+    entries: int
+    excluded: int
+    is_selected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRung:
+    rung: Rung
+    entries: list[DecidedCandidate]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    decision: Decision
+    rungs: list[PoolRung]
+    excluded: Sequence[Exclusion]
+    next_change_in: str | None
+
+
+def pool_view(decision: Decision, now: datetime) -> PoolView:
+    """A decision grouped by rung, in ladder order."""
+    by_rung: dict[Rung, list[DecidedCandidate]] = {}
+    for entry in decision.candidates:
+        by_rung.setdefault(entry.rung, []).append(entry)
+    return PoolView(
+        decision=decision,
+        rungs=[PoolRung(rung, by_rung[rung]) for rung in Rung if rung in by_rung],
+        excluded=decision.excluded,
+        next_change_in=duration_text((decision.next_change_at - now).total_seconds())
+        if decision.next_change_at
+        else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRow:
+    """A webhook as the table shows it: the URL's origin only, the kinds by name."""
+
+    webhook: Webhook
+    target: str
+    kinds: list[str]
