@@ -14,9 +14,9 @@ from django.test import Client
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder import views
 from ladder.models import LadderSettings
-from tests.e2e.pages import Element, parse
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW
+from tests.pages import Element, parse
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ from ladder.core.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
 from ladder.services import enqueue
 from ladder.tokens import hash_secret
-from tests.e2e.pages import parse
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
+from tests.pages import parse
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 SETTINGS_DEFAULTS: dict[str, Any] = {
     "exit_cutoff_percent": 0.0,
@@ -709,7 +709,7 @@ def test_token_with_an_empty_name_is_refused(operator: Client) -> None:
 
 
 def test_sign_in_with_username_and_password_lands_on_the_overview(client: Client) -> None:
-    from tests.e2e.worlds import PASSWORD, make_user
+    from tests.worlds import PASSWORD, make_user
 
     make_user("olga", "operator")
 
