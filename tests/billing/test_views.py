@@ -11,6 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from billing import services
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder import views
 from ladder.models import LadderSettings
@@ -366,14 +367,36 @@ def test_price_with_a_negative_number_is_refused(demo: None, operator: Client) -
 
 def test_price_delete_asks_first_then_deletes(demo: None, operator: Client) -> None:
     price = ModelPrice.objects.get(provider="openai", model="gpt-4o")
+    others = list(ModelPrice.objects.exclude(pk=price.pk).order_by("pk").values())
+    config, state = services.change_counters()
+    audits = AuditEntry.objects.count()
 
     confirm = parse(operator.get(f"/prices/?delete={price.pk}").content)
     assert "Delete the price of openai/gpt-4o?" in confirm.text
+    assert ModelPrice.objects.filter(pk=price.pk).exists()
+    assert (services.change_counters(), AuditEntry.objects.count()) == ((config, state), audits)
 
     response = operator.post(f"/prices/{price.pk}/delete/", headers=htmx_headers("price-table"))
 
     assert response.status_code == 200
+    assert parse(response.content).by_class("notice-success")[0].text == (
+        "Price deleted: the model is priced by its provider's * row, or assumed premium."
+    )
     assert not ModelPrice.objects.filter(pk=price.pk).exists()
+    assert list(ModelPrice.objects.order_by("pk").values()) == others
+    assert services.change_counters() == (config + 1, state)
+    assert AuditEntry.objects.count() == audits + 1
+    audit = AuditEntry.objects.get(target_type="price", target_id=str(price.pk), action="delete")
+    assert (audit.actor, audit.after) == ("olga", None)
+    assert audit.before == {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "input_usd_per_mtok": "2.500000",
+        "output_usd_per_mtok": "10.000000",
+        "tier_override": None,
+        "source": "manual",
+        "needs_review": False,
+    }
 
 
 def test_price_file_upload_imports_and_reports_counts(operator: Client) -> None:
