@@ -4,7 +4,6 @@ conflicts and audit history; the price list with tiers, and the price file uploa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,13 +14,12 @@ from billing import services
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder import views
 from ladder.models import LadderSettings
+from tests.billing.factories import PRICE_FILE, import_rows
 from tests.ladder.factories import NOW
 from tests.pages import Element, parse
 from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
-
-PRICE_FILE = Path(__file__).parent / "data" / "prices_small.json"
 
 
 @pytest.fixture(autouse=True)
@@ -473,17 +471,7 @@ def test_price_import_form_reports_upload_progress(operator: Client) -> None:
 
 
 def _import_rows(*rows: tuple[str, str, str]) -> None:
-    from decimal import Decimal
-
-    from billing import services
-    from billing.price_import import ParsedPriceFile
-    from billing.tiers import PriceRow
-
-    parsed = ParsedPriceFile(
-        rows=tuple(PriceRow(p, m, Decimal(cost), Decimal(cost)) for p, m, cost in rows),
-        skipped=0,
-    )
-    services.import_prices(parsed, actor="import_prices")
+    import_rows(*rows)
 
 
 def test_the_prices_page_lists_the_rows_that_need_review(demo: None, operator: Client) -> None:
