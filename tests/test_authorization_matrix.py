@@ -163,7 +163,7 @@ def test_every_route_is_in_the_matrix() -> None:
 def test_every_api_operation_has_a_scope() -> None:
     operations = _api_operations()
 
-    assert API_OPERATOR_OPERATIONS & API_GATEWAY_OPERATIONS == set()
+    assert API_OPERATOR_OPERATIONS.isdisjoint(API_GATEWAY_OPERATIONS)
     assert operations == API_OPERATOR_OPERATIONS | API_GATEWAY_OPERATIONS
 
 

@@ -430,7 +430,7 @@ def test_success_clears_failures_and_cooldown() -> None:
     assert (connection.cooldown_until, connection.consecutive_failures) == (None, 0)
 
 
-def _event_state() -> tuple[list[dict[str, Any]], ...]:
+def _event_state() -> tuple[list[Any], ...]:
     """Every row an event can write, and the change counters, for before/after checks."""
     return (
         list(Connection.objects.order_by("pk").values()),
