@@ -17,10 +17,10 @@ from ladder import beat, tasks
 from ladder.metrics import DatabaseCollector
 from omniroute_admin import dashboard, ops
 from omniroute_admin.celery import app as celery_app
-from tests.e2e.pages import parse
-from tests.e2e.worlds import signed_in
 from tests.ladder.factories import NOW
+from tests.pages import parse
 from tests.test_ops import FakeBroker
+from tests.worlds import signed_in
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 30.0  # the default: 3 beat periods of 10 s

@@ -22,8 +22,8 @@ from django.db.backends.signals import connection_created
 from django.test import Client
 
 from omniroute_admin import deadline
-from tests.e2e.worlds import htmx_headers, signed_in
 from tests.integration.harness import wait_until
+from tests.worlds import htmx_headers, signed_in
 
 DEADLINE = 0.5
 # A hung query gives up after this long (so a regression fails instead of hanging).

@@ -19,7 +19,6 @@ from ladder import core, services
 from ladder.core import Rung
 from ladder.metrics import DatabaseCollector
 from omniroute_admin import ops
-from tests.e2e.worlds import grow_world
 from tests.ladder.factories import (
     NOW,
     api,
@@ -29,6 +28,7 @@ from tests.ladder.factories import (
     make_token,
 )
 from tests.test_ops import FakeBroker
+from tests.worlds import grow_world
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from billing import services
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder.models import ApiToken
 from omniroute_admin.admin_guards import GuardedModelAdmin
+from tests.billing.factories import make_catalog_entry, make_price
 from tests.ladder.factories import api, make_candidate, make_connection, make_reading, make_token
 
 pytestmark = pytest.mark.django_db
@@ -37,18 +37,11 @@ ACCOUNTS = "accounts"
 
 
 def _catalog(provider: str = "acme") -> BillingCatalogEntry:
-    return services.create_catalog_entry(
-        services.CatalogInput(provider, "oauth", "subscription", "hard-stop", "Plan terms."),
-        actor="setup",
-    )
+    return make_catalog_entry(provider)
 
 
 def _price(model: str = "gpt-4o") -> ModelPrice:
-    price, _ = services.upsert_price(
-        services.PriceInput("openai", model, Decimal("2.5"), Decimal("10"), "free"),
-        actor="setup",
-    )
-    return price
+    return make_price("openai", model, input_usd="2.5", output_usd="10", tier_override="free")
 
 
 def _audit(target_id: str = "1") -> AuditEntry:

@@ -13,6 +13,7 @@ from billing import services
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder.models import ApiToken
 from ladder.tokens import revoke_token
+from tests.billing.factories import make_catalog_entry, make_price
 from tests.ladder.factories import api, iso, make_token
 
 pytestmark = pytest.mark.django_db
@@ -61,33 +62,9 @@ def catalog_rows() -> list[tuple[Any, ...]]:
 
 def make_entry(**fields: Any) -> BillingCatalogEntry:
     data = {**OPENAI, **fields}
-    return services.create_catalog_entry(
-        services.CatalogInput(
-            data["provider"], data["auth_type"], data["billing"], data["overage"], data["reason"]
-        ),
-        actor="setup",
+    return make_catalog_entry(
+        data["provider"], data["auth_type"], data["billing"], data["overage"], data["reason"]
     )
-
-
-def make_price(
-    provider: str = "openai",
-    model: str = "gpt-4o-mini",
-    *,
-    input_usd: str = "0.15",
-    output_usd: str = "0.6",
-    tier_override: str | None = None,
-) -> ModelPrice:
-    price, _ = services.upsert_price(
-        services.PriceInput(
-            provider=provider,
-            model=model,
-            input_usd_per_mtok=Decimal(input_usd),
-            output_usd_per_mtok=Decimal(output_usd),
-            tier_override=tier_override,
-        ),
-        actor="setup",
-    )
-    return price
 
 
 def price_rows() -> list[tuple[Any, ...]]:

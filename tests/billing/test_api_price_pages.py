@@ -17,6 +17,7 @@ from billing.models import ModelPrice
 from billing.price_import import ParsedPriceFile
 from billing.tiers import PriceRow
 from ladder.models import ApiToken, LadderSettings
+from tests.billing.factories import import_rows, make_price
 from tests.ladder.factories import api, make_token
 
 pytestmark = pytest.mark.django_db
@@ -29,15 +30,13 @@ def gateway() -> str:
 
 def _many(count: int, provider: str = "bulk", *, zero: bool = False) -> None:
     """`count` imported rows, model-0000 ... (through the import service)."""
-    price = Decimal(0) if zero else Decimal("2")
-    rows = tuple(PriceRow(provider, f"model-{n:04d}", price, price) for n in range(count))
-    services.import_prices(ParsedPriceFile(rows=rows, skipped=0), actor="setup")
+    cost = "0" if zero else "2"
+    import_rows(*((provider, f"model-{n:04d}", cost) for n in range(count)), actor="setup")
 
 
 def _price(provider: str, model: str, input_usd: str, tier_override: str | None = None) -> None:
-    services.upsert_price(
-        services.PriceInput(provider, model, Decimal(input_usd), Decimal(input_usd), tier_override),
-        actor="setup",
+    make_price(
+        provider, model, input_usd=input_usd, output_usd=input_usd, tier_override=tier_override
     )
 
 

@@ -3,19 +3,17 @@ until an operator confirms it (a `free` override) or enters the price by hand.""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from billing import services
 from billing.models import AuditEntry, ChangeCounter, ModelPrice
 from billing.tiers import Tier
 from ladder.models import ApiToken
+from tests.billing.factories import make_price, run_import_prices
 from tests.ladder.factories import api, make_token
 
 pytestmark = pytest.mark.django_db
@@ -35,11 +33,7 @@ PAID = {
 
 
 def _import(tmp_path: Path, data: dict[str, Any]) -> str:
-    path = tmp_path / "prices.json"
-    path.write_text(json.dumps(data))
-    out = StringIO()
-    call_command("import_prices", str(path), stdout=out)
-    return out.getvalue().strip()
+    return run_import_prices(tmp_path, data)
 
 
 def _state(provider: str, model: str) -> tuple[str, bool, str | None, Tier]:
@@ -53,11 +47,7 @@ def _config_counter() -> int:
 
 
 def _by_hand(provider: str, model: str, input_usd: str, output_usd: str) -> ModelPrice:
-    price, _ = services.upsert_price(
-        services.PriceInput(provider, model, Decimal(input_usd), Decimal(output_usd), None),
-        actor="olga",
-    )
-    return price
+    return make_price(provider, model, input_usd=input_usd, output_usd=output_usd, actor="olga")
 
 
 def test_an_imported_zero_price_needs_review_and_is_tiered_as_unpriced(tmp_path: Path) -> None:

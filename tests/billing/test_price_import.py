@@ -16,6 +16,7 @@ from billing.models import AuditEntry, ModelPrice
 from billing.price_import import ParsedPriceFile, PriceFileError, parse_price_file
 from billing.tiers import PriceRow
 from ladder.models import ApiToken
+from tests.billing.factories import run_import_prices
 from tests.ladder.factories import api, make_token
 
 DATA = Path(__file__).parent / "data"
@@ -134,11 +135,7 @@ def _row(**fields: Any) -> dict[str, Any]:
 
 
 def _import(tmp_path: Path, data: Any, *options: str) -> str:
-    path = tmp_path / "prices.json"
-    path.write_text(data if isinstance(data, str) else json.dumps(data))
-    out = StringIO()
-    call_command("import_prices", str(path), *options, stdout=out)
-    return out.getvalue().strip()
+    return run_import_prices(tmp_path, data, *options)
 
 
 @pytest.mark.django_db

@@ -4,23 +4,22 @@ conflicts and audit history; the price list with tiers, and the price file uploa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from billing import services
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder.models import LadderSettings
 from omniroute_admin import dashboard
-from tests.e2e.pages import Element, parse
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
+from tests.billing.factories import PRICE_FILE, import_rows
 from tests.ladder.factories import NOW
+from tests.pages import Element, parse
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
-
-PRICE_FILE = Path(__file__).parent / "data" / "prices_small.json"
 
 
 @pytest.fixture(autouse=True)
@@ -366,14 +365,36 @@ def test_price_with_a_negative_number_is_refused(demo: None, operator: Client) -
 
 def test_price_delete_asks_first_then_deletes(demo: None, operator: Client) -> None:
     price = ModelPrice.objects.get(provider="openai", model="gpt-4o")
+    others = list(ModelPrice.objects.exclude(pk=price.pk).order_by("pk").values())
+    config, state = services.change_counters()
+    audits = AuditEntry.objects.count()
 
     confirm = parse(operator.get(f"/prices/?delete={price.pk}").content)
     assert "Delete the price of openai/gpt-4o?" in confirm.text
+    assert ModelPrice.objects.filter(pk=price.pk).exists()
+    assert (services.change_counters(), AuditEntry.objects.count()) == ((config, state), audits)
 
     response = operator.post(f"/prices/{price.pk}/delete/", headers=htmx_headers("price-table"))
 
     assert response.status_code == 200
+    assert parse(response.content).by_class("notice-success")[0].text == (
+        "Price deleted: the model is priced by its provider's * row, or assumed premium."
+    )
     assert not ModelPrice.objects.filter(pk=price.pk).exists()
+    assert list(ModelPrice.objects.order_by("pk").values()) == others
+    assert services.change_counters() == (config + 1, state)
+    assert AuditEntry.objects.count() == audits + 1
+    audit = AuditEntry.objects.get(target_type="price", target_id=str(price.pk), action="delete")
+    assert (audit.actor, audit.after) == ("olga", None)
+    assert audit.before == {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "input_usd_per_mtok": "2.500000",
+        "output_usd_per_mtok": "10.000000",
+        "tier_override": None,
+        "source": "manual",
+        "needs_review": False,
+    }
 
 
 def test_price_file_upload_imports_and_reports_counts(operator: Client) -> None:
@@ -450,17 +471,7 @@ def test_price_import_form_reports_upload_progress(operator: Client) -> None:
 
 
 def _import_rows(*rows: tuple[str, str, str]) -> None:
-    from decimal import Decimal
-
-    from billing import services
-    from billing.price_import import ParsedPriceFile
-    from billing.tiers import PriceRow
-
-    parsed = ParsedPriceFile(
-        rows=tuple(PriceRow(p, m, Decimal(cost), Decimal(cost)) for p, m, cost in rows),
-        skipped=0,
-    )
-    services.import_prices(parsed, actor="import_prices")
+    import_rows(*rows)
 
 
 def test_the_prices_page_lists_the_rows_that_need_review(demo: None, operator: Client) -> None:

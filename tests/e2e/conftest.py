@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from ladder.services import enqueue
-from tests.e2e.worlds import PASSWORD
+from tests.worlds import PASSWORD
 
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 

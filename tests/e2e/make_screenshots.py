@@ -19,7 +19,7 @@ from playwright.sync_api import Browser
 from pytest_django.live_server_helper import LiveServer
 
 from tests.e2e.conftest import sign_in
-from tests.e2e.worlds import make_user, seed_demo_world
+from tests.worlds import make_user, seed_demo_world
 
 SCREENSHOTS = Path(
     os.environ.get("SCREENSHOTS_DIR")

@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from tests.e2e.worlds import grow_world, seed_demo_world, signed_in
+from tests.worlds import grow_world, seed_demo_world, signed_in
 
 PAGES = (
     "/",

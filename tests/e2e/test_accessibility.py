@@ -15,8 +15,8 @@ from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from tests.e2e.conftest import sign_in
-from tests.e2e.worlds import make_user, seed_demo_world
 from tests.ladder.factories import make_token
+from tests.worlds import make_user, seed_demo_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

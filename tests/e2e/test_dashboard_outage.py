@@ -16,7 +16,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from omniroute_admin import dashboard, deadline
 from tests.e2e.conftest import sign_in
-from tests.e2e.worlds import make_user
+from tests.worlds import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

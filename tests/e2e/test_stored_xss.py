@@ -10,8 +10,8 @@ from pytest_django.live_server_helper import LiveServer
 from billing.models import BillingCatalogEntry
 from ladder import services
 from tests.e2e.conftest import sign_in
-from tests.e2e.worlds import make_user
 from tests.ladder.factories import make_candidate
+from tests.worlds import make_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -430,9 +430,26 @@ def test_success_clears_failures_and_cooldown() -> None:
     assert (connection.cooldown_until, connection.consecutive_failures) == (None, 0)
 
 
+def _event_state() -> tuple[list[Any], ...]:
+    """Every row an event can write, and the change counters, for before/after checks."""
+    return (
+        list(Connection.objects.order_by("pk").values()),
+        list(QuotaReading.objects.order_by("pk").values()),
+        list(HysteresisTransition.objects.order_by("pk").values()),
+        [dict(zip(("config", "state"), billing_services.change_counters(), strict=True))],
+    )
+
+
 def test_event_for_an_unknown_connection_changes_nothing() -> None:
+    make_connection()
+    make_reading(remaining_percent=40.0)
+    services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
+    before = _event_state()
+
     with pytest.raises(services.NotFound):
-        services.apply_event("ghost", kind="rate_limited", now=NOW)
+        services.apply_event("ghost", kind="rate_limited", now=NOW + timedelta(seconds=1))
+
+    assert _event_state() == before
 
 
 def _price(provider: str, model: str, input_price: str, output_price: str) -> None:

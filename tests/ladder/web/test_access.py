@@ -13,9 +13,9 @@ from ladder.models import ApiToken, Connection, LadderSettings
 from ladder.services import enqueue
 from ladder.tokens import create_token
 from omniroute_admin import dashboard
-from tests.e2e.pages import Element, parse, top_elements
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
+from tests.pages import Element, parse, top_elements
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 
 from omniroute_admin import dashboard
-from tests.e2e.pages import Element, parse
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, make_connection, make_reading
+from tests.pages import Element, parse
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -13,10 +13,10 @@ from django.views.debug import SafeExceptionReporterFilter
 from ladder.crypto import decrypt_credential
 from ladder.models import Connection, QuotaReading
 from omniroute_admin import dashboard
-from tests.e2e.pages import Element, parse, top_elements
-from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, make_connection, make_reading
 from tests.ladder.web.test_queries import PAGE_QUERIES, page_queries
+from tests.pages import Element, parse, top_elements
+from tests.worlds import htmx_headers, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -16,10 +16,10 @@ from ladder.crypto import decrypt_credential
 from ladder.models import NotificationDelivery, Webhook
 from ladder.services import enqueue
 from omniroute_admin import dashboard
-from tests.e2e.pages import parse, top_elements
-from tests.e2e.worlds import htmx_headers, signed_in
 from tests.ladder.factories import NOW, WEBHOOK_SECRET, make_webhook
 from tests.ladder.web.test_queries import page_queries
+from tests.pages import parse, top_elements
+from tests.worlds import htmx_headers, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from ladder import services
 from ladder.core import parse_auto_id
 from omniroute_admin import dashboard
-from tests.e2e.worlds import grow_world, seed_demo_world, signed_in
 from tests.ladder.factories import NOW
+from tests.worlds import grow_world, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
 from ladder.services import enqueue
 from ladder.tokens import hash_secret
 from omniroute_admin import dashboard
-from tests.e2e.pages import parse
-from tests.e2e.worlds import htmx_headers, seed_demo_world, signed_in
 from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
+from tests.pages import parse
+from tests.worlds import grow_world, htmx_headers, seed_demo_world, signed_in
 
 SETTINGS_DEFAULTS: dict[str, Any] = {
     "exit_cutoff_percent": 0.0,
@@ -250,9 +250,19 @@ def test_a_connection_page_for_an_impossible_id_is_a_404_without_a_lookup(
 
 
 def test_connections_page_past_the_end_shows_the_last_page(demo: None, viewer: Client) -> None:
+    grow_world(150, NOW)  # 158 connections: two pages of 100
+    ids = sorted(Connection.objects.values_list("connection_id", flat=True))
+
     response = viewer.get("/connections/?page=99")
 
     assert response.status_code == 200
+    page = parse(response.content)
+    shown = [
+        row.attrs["data-connection"]
+        for row in page.find_all(lambda e: "data-connection" in e.attrs)
+    ]
+    assert shown == ids[100:]
+    assert page.by_class("pager")[0].find_all(lambda e: e.tag == "span")[0].text == "Page 2 of 2"
 
 
 def test_refresh_of_a_connection_without_quota_source_says_why(
@@ -709,7 +719,7 @@ def test_token_with_an_empty_name_is_refused(operator: Client) -> None:
 
 
 def test_sign_in_with_username_and_password_lands_on_the_overview(client: Client) -> None:
-    from tests.e2e.worlds import PASSWORD, make_user
+    from tests.worlds import PASSWORD, make_user
 
     make_user("olga", "operator")
 
