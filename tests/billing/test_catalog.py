@@ -181,7 +181,7 @@ def test_an_edit_whose_audit_row_fails_is_rolled_back_whole(
     def broken_audit(**kwargs: object) -> None:
         raise IntegrityError("the audit table refused the row")
 
-    monkeypatch.setattr(services, "record_audit", broken_audit)
+    monkeypatch.setattr("billing.services.catalog.record_audit", broken_audit)
 
     with pytest.raises(IntegrityError):
         services.update_catalog_entry(

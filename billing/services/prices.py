@@ -1,29 +1,22 @@
-"""The billing shell: load rows for the pure core, and write catalog and price changes
-together with their audit rows in one transaction."""
+"""Prices: pages, the price book, writes, confirm free and the price-file import."""
 
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Case, CharField, F, Q, Value, When
 from django.utils import timezone
 
 from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
-from billing.classify import NO_AUTH, Billing, Catalog, Overage
 from billing.models import (
-    AUTH_TYPE_MAX_LENGTH,
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
-    REASON_MAX_LENGTH,
     AuditEntry,
-    BillingCatalogEntry,
     ChangeCounter,
     ModelPrice,
 )
@@ -33,6 +26,9 @@ from billing.price_import import (
     decode_price_file,
     parse_price_file,
 )
+from billing.services.audit import price_snapshot, record_audit
+from billing.services.common import PriceNotFound, _clean_text
+from billing.services.counters import bump
 from billing.tiers import (
     ASSUMED_INPUT_USD_PER_MTOK,
     WILDCARD_MODEL,
@@ -43,39 +39,11 @@ from billing.tiers import (
 )
 
 
-class Conflict(Exception):
-    """A write would break a uniqueness rule or overwrite a newer version; nothing changed."""
-
-
-class CatalogEntryNotFound(BillingCatalogEntry.DoesNotExist):
-    """No catalog entry has this id (a DoesNotExist that names it)."""
-
-
-class PriceNotFound(ModelPrice.DoesNotExist):
-    """No price row has this id (a DoesNotExist that names it)."""
-
-
-def _locked_entry(entry_id: int) -> BillingCatalogEntry:
-    entry = BillingCatalogEntry.objects.select_for_update().filter(pk=entry_id).first()
-    if entry is None:
-        raise CatalogEntryNotFound(f"No catalog entry {entry_id}.")
-    return entry
-
-
 def _locked_price(price_id: int) -> ModelPrice:
     price = ModelPrice.objects.select_for_update().filter(pk=price_id).first()
     if price is None:
         raise PriceNotFound(f"No price {price_id}.")
     return price
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogInput:
-    provider: str
-    auth_type: str | None
-    billing: str
-    overage: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,24 +70,6 @@ class ImportCounts:
             f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}, "
             f"skipped {self.skipped}, invalid {self.invalid}, need review {self.needs_review}"
         )
-
-
-def bump(counter: str) -> None:
-    """Bump a change counter; call it inside the transaction of the write it announces."""
-    updated = ChangeCounter.objects.filter(name=counter).update(value=F("value") + 1)
-    if not updated:  # a database that lost its seeded row
-        ChangeCounter.objects.get_or_create(name=counter, defaults={"value": 1})
-
-
-def change_counters() -> tuple[int, int]:
-    """(config, state) change counters, in one query."""
-    values = dict(ChangeCounter.objects.values_list("name", "value"))
-    return values.get(ChangeCounter.CONFIG, 0), values.get(ChangeCounter.STATE, 0)
-
-
-def load_catalog() -> Catalog:
-    """The whole curated catalog, indexed for classification (one query)."""
-    return Catalog(entry.as_row() for entry in BillingCatalogEntry.objects.all())
 
 
 # --- one page of prices (the API's keyset pagination) -----------------------------------
@@ -267,201 +217,6 @@ def load_price_book() -> PriceBook:
     tuples, no object per row: every config change reloads it on the decision path, and
     at 50,000 rows model instances cost about a second."""
     return PriceBook(ModelPrice.objects.order_by().values_list(*_BOOK_FIELDS))
-
-
-def record_audit(
-    *,
-    target_type: str,
-    target_id: object,
-    action: str,
-    actor: str,
-    before: dict[str, Any] | None,
-    after: dict[str, Any] | None,
-    now: datetime | None = None,
-) -> AuditEntry:
-    """Write one audit row; callers do this inside the transaction of the change."""
-    return AuditEntry.objects.create(
-        target_type=target_type,
-        target_id=str(target_id),
-        action=action,
-        actor=actor,
-        at=now or timezone.now(),
-        before=before,
-        after=after,
-    )
-
-
-def catalog_snapshot(entry: BillingCatalogEntry) -> dict[str, Any]:
-    """The audited fields of a catalog entry."""
-    return {
-        "provider": entry.provider,
-        "auth_type": entry.auth_type,
-        "billing": entry.billing,
-        "overage": entry.overage,
-        "reason": entry.reason,
-    }
-
-
-def price_snapshot(price: ModelPrice) -> dict[str, Any]:
-    """The audited fields of a price row (decimals as strings: exact, JSON-safe)."""
-    return {
-        "provider": price.provider,
-        "model": price.model,
-        "input_usd_per_mtok": str(price.input_usd_per_mtok),
-        "output_usd_per_mtok": str(price.output_usd_per_mtok),
-        "tier_override": price.tier_override,
-        "source": price.source,
-        "needs_review": price.needs_review,
-    }
-
-
-def _clean_text(
-    value: str,
-    field: str,
-    max_length: int,
-    errors: dict[str, list[str]],
-    *,
-    multiline: bool = False,
-) -> str:
-    text = value.strip()
-    # Line breaks and tabs are fine in a free-text reason, never in a name.
-    checked = text.translate(_WHITESPACE_AS_SPACE) if multiline else text
-    problem = text_problem(checked, max_length)
-    if problem is not None:
-        errors.setdefault(field, []).append(problem)
-    return text
-
-
-_WHITESPACE_AS_SPACE = str.maketrans("\t\n\r", "   ")
-
-
-def clean_catalog_input(data: CatalogInput) -> CatalogInput:
-    """Normalise and validate a catalog write; raises ValidationError naming each field."""
-    errors: dict[str, list[str]] = {}
-    provider = _clean_text(data.provider, "provider", PROVIDER_MAX_LENGTH, errors)
-    auth_type = data.auth_type.strip() if data.auth_type is not None else None
-    if auth_type == "":
-        auth_type = None
-    if auth_type is not None:
-        auth_type = _clean_text(auth_type, "auth_type", AUTH_TYPE_MAX_LENGTH, errors)
-        if auth_type == NO_AUTH:
-            errors.setdefault("auth_type", []).append(
-                "The no-auth path ('none') is keyless by rule and never consults the catalog."
-            )
-    reason = _clean_text(data.reason, "reason", REASON_MAX_LENGTH, errors, multiline=True)
-    if data.billing not in {b.value for b in Billing}:
-        errors.setdefault("billing", []).append(f"Unknown billing class {data.billing!r}.")
-    if data.overage not in {o.value for o in Overage}:
-        errors.setdefault("overage", []).append(f"Unknown overage behaviour {data.overage!r}.")
-    if errors:
-        raise ValidationError(errors)
-    return CatalogInput(provider, auth_type, data.billing, data.overage, reason)
-
-
-def _duplicate_message(provider: str, auth_type: str | None) -> str:
-    if auth_type is None:
-        return f"A provider-wide entry for {provider!r} exists already."
-    return f"An entry for provider {provider!r} with auth type {auth_type!r} exists already."
-
-
-def _find_duplicate(data: CatalogInput, exclude_id: int | None = None) -> bool:
-    duplicates = BillingCatalogEntry.objects.filter(
-        provider=data.provider, auth_type=data.auth_type
-    )
-    if data.auth_type is None:
-        duplicates = BillingCatalogEntry.objects.filter(
-            provider=data.provider, auth_type__isnull=True
-        )
-    if exclude_id is not None:
-        duplicates = duplicates.exclude(pk=exclude_id)
-    return duplicates.exists()
-
-
-def create_catalog_entry(data: CatalogInput, *, actor: str) -> BillingCatalogEntry:
-    """Create an entry and its audit row together; Conflict on a duplicate."""
-    data = clean_catalog_input(data)
-    with transaction.atomic():
-        if _find_duplicate(data):
-            raise Conflict(_duplicate_message(data.provider, data.auth_type))
-        try:
-            with transaction.atomic():
-                entry = BillingCatalogEntry.objects.create(
-                    provider=data.provider,
-                    auth_type=data.auth_type,
-                    billing=data.billing,
-                    overage=data.overage,
-                    reason=data.reason,
-                    updated_by=actor,
-                )
-        except IntegrityError as error:  # a concurrent insert won the race
-            raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
-        bump(ChangeCounter.CONFIG)
-        record_audit(
-            target_type="catalog",
-            target_id=entry.pk,
-            action=AuditEntry.Action.CREATE,
-            actor=actor,
-            before=None,
-            after=catalog_snapshot(entry),
-        )
-    return entry
-
-
-def update_catalog_entry(
-    entry_id: int, data: CatalogInput, *, actor: str, expected_version: int | None = None
-) -> BillingCatalogEntry:
-    """Replace an entry's fields and audit it; Conflict on a duplicate or a stale version.
-    The edit and its audit row commit together or not at all."""
-    data = clean_catalog_input(data)
-    with transaction.atomic():
-        entry = _locked_entry(entry_id)
-        if expected_version is not None and entry.version != expected_version:
-            raise Conflict(
-                f"This entry was changed by {entry.updated_by or 'someone'} since you loaded "
-                f"it (version {entry.version}, yours {expected_version}); reload and retry."
-            )
-        if _find_duplicate(data, exclude_id=entry.pk):
-            raise Conflict(_duplicate_message(data.provider, data.auth_type))
-        before = catalog_snapshot(entry)
-        entry.provider = data.provider
-        entry.auth_type = data.auth_type
-        entry.billing = data.billing
-        entry.overage = data.overage
-        entry.reason = data.reason
-        entry.updated_by = actor
-        entry.version += 1
-        try:
-            with transaction.atomic():
-                entry.save()
-        except IntegrityError as error:  # a concurrent write took the (provider, auth) pair
-            raise Conflict(_duplicate_message(data.provider, data.auth_type)) from error
-        bump(ChangeCounter.CONFIG)
-        record_audit(
-            target_type="catalog",
-            target_id=entry.pk,
-            action=AuditEntry.Action.UPDATE,
-            actor=actor,
-            before=before,
-            after=catalog_snapshot(entry),
-        )
-    return entry
-
-
-def delete_catalog_entry(entry_id: int, *, actor: str) -> None:
-    """Delete an entry and audit it; DoesNotExist when it is gone already."""
-    with transaction.atomic():
-        entry = _locked_entry(entry_id)
-        before = catalog_snapshot(entry)
-        entry.delete()
-        bump(ChangeCounter.CONFIG)
-        record_audit(
-            target_type="catalog",
-            target_id=entry_id,
-            action=AuditEntry.Action.DELETE,
-            actor=actor,
-            before=before,
-            after=None,
-        )
 
 
 def price_limits() -> PriceLimits:
