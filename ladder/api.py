@@ -4,35 +4,25 @@ and maps the result to a schema."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-import weakref
 from decimal import Decimal
 from typing import Annotated, Any
 
-from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Router, Status
-from ninja.responses import NinjaJSONEncoder
 
-from ladder import metrics, services
+from ladder import metrics, pool_answers, services
 from ladder.core import (
     ADVERTISED_AUTO_IDS,
     AutoId,
     CandidateIn,
-    Decision,
-    InvalidAutoId,
-    UnknownTier,
     WindowReading,
     connection_rung,
     is_reading_current,
-    parse_auto_id,
 )
 from ladder.core.settings_bounds import TUNING_FIELDS
-from ladder.lru import ByteBoundedLRU
-from ladder.models import ApiToken, Candidate, Connection
+from ladder.models import Candidate, Connection
 from ladder.schemas import (
     CONNECTION_ID_REGEX,
     CandidateOut,
@@ -53,7 +43,6 @@ from ladder.schemas import (
     StatusOut,
 )
 from ladder.schemas import CandidateIn as CandidateSchema
-from ladder.tokens import authenticate
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
 from omniroute_admin.errors import (
     BODY_ERRORS,
@@ -302,103 +291,6 @@ def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
 # --- pools: the hot path -------------------------------------------------------------------
 
 
-def decision_out(decision: Decision) -> dict[str, Any]:
-    """A decision in the contract's shape."""
-    auto_id = decision.auto_id
-    return {
-        "auto_id": auto_id.auto_id,
-        "grouping": auto_id.grouping.value,
-        "category": auto_id.category,
-        "fail_mode": auto_id.fail_mode,
-        "computed_at": decision.computed_at,
-        "candidates": [
-            {
-                "id": c.id,
-                "provider": c.provider,
-                "model": c.model,
-                "rung": c.rung.label,
-                "connection_id": c.connection_id,
-                "allowed_connection_ids": list(c.allowed_connection_ids)
-                if c.allowed_connection_ids is not None
-                else None,
-            }
-            for c in decision.candidates
-        ],
-        "excluded": [
-            {
-                "provider": e.provider,
-                "model": e.model,
-                "connection_id": e.connection_id,
-                "rung": e.rung.label if e.rung is not None else None,
-                "reason": e.reason.value,
-                "detail": e.detail,
-            }
-            for e in decision.excluded
-        ],
-        "next_change_at": decision.next_change_at,
-    }
-
-
-def _parse_pool_id(auto_id: str) -> AutoId | dict[str, str]:
-    try:
-        return parse_auto_id(auto_id)
-    except UnknownTier as error:
-        return _detail(f"{error}.")
-    except InvalidAutoId as error:
-        return _detail(f"{error}.")
-
-
-def _observe(parsed: AutoId, decision: Decision, started: float) -> None:
-    outcome = "empty" if not decision.candidates else "served"
-    metrics.DECISIONS.labels(auto_id=metrics.auto_id_label(parsed), outcome=outcome).inc()
-    metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
-
-
-def _counters(request: HttpRequest) -> tuple[int, int] | None:
-    """The change counters read with the token (saves a query per decision)."""
-    return getattr(getattr(request, "auth", None), "counters", None)
-
-
-# Rendered bodies of recent decisions: a cached decision is served as the same bytes, so
-# a cache hit does no per-candidate work at all. Keyed by identity, with a weak reference
-# to the decision (an id is reused once its object is gone, and the decision cache, not
-# this one, decides how long a decision lives). Bounded by count and by bytes: its share
-# of DECISION_CACHE_MAX_BYTES, each body accounted as its length plus the entry's own
-# objects (measured at about 350 bytes); a body above the entry size is not kept.
-_RENDERED: ByteBoundedLRU[int, tuple[weakref.ref[Decision], bytes]] = ByteBoundedLRU(256)
-RENDERED_ENTRY_BYTES = 400
-
-
-def rendered_cache_max_bytes() -> int:
-    """The byte bound of this process's rendered bodies."""
-    return int(settings.DECISION_CACHE_MAX_BYTES * (1 - services.DECISION_CACHE_SHARE))
-
-
-def rendered_bytes() -> int:
-    """The accounted size of this process's rendered bodies."""
-    return _RENDERED.accounted_bytes
-
-
-def rendered(decision: Decision) -> bytes:
-    """The decision's JSON body (the same bytes for the same decision object)."""
-    entry = _RENDERED.get(id(decision))
-    if entry is not None and entry[0]() is decision:
-        return entry[1]
-    body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
-    _RENDERED.put(
-        id(decision),
-        (weakref.ref(decision), body),
-        len(body) + RENDERED_ENTRY_BYTES,
-        rendered_cache_max_bytes(),
-    )
-    return body
-
-
-def decision_response(decision: Decision) -> HttpResponse:
-    """The decision as a JSON response."""
-    return HttpResponse(rendered(decision), content_type="application/json; charset=utf-8")
-
-
 @router.get(
     "/pools/{path:auto_id}",
     response={200: DecisionOut, 404: dict, **GATEWAY_ERRORS},
@@ -411,47 +303,12 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
     connection and why. An empty pool is a 200: the intended answer of a fail-closed
     grouping; `next_change_at` tells when it may change."""
     started = time.perf_counter()
-    parsed = _parse_pool_id(auto_id)
+    parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
         return Status(404, parsed)
-    decision = services.decide_registered(parsed, counters=_counters(request))
-    _observe(parsed, decision, started)
-    return decision_response(decision)
-
-
-def body_key(content_type: str, body: bytes) -> tuple[str, bytes]:
-    """The decision cache key of a pool POST: a digest of its exact body. A gateway sends
-    the same pool again and again; a repeated body is then found without validating and
-    hashing every candidate again."""
-    digest = hashlib.sha256(content_type.encode("latin-1") + b"\0" + body).digest()
-    return ("body", digest)
-
-
-def cached_pool_body(auto_id: str, secret: str, post_key: Any = None) -> bytes | None:
-    """The body the pool endpoint would answer for this auto id and bearer secret (and,
-    for a POST, this `body_key`), when this process has the decision cached for the
-    current change counters: one query (the token and the counters), no router, no
-    per-candidate work. None when the endpoint must answer instead (a bad id or token,
-    a decision not cached yet). Served by omniroute_admin.fast_lane, with the metrics
-    the endpoint records."""
-    started = time.perf_counter()
-    parsed = _parse_pool_id(auto_id)
-    if not isinstance(parsed, AutoId):
-        return None
-    now = timezone.now()
-    token = authenticate(secret, now=now)
-    if token is None or not token.allows(ApiToken.Scope.GATEWAY):
-        return None
-    decision = services.cached_decision(
-        parsed,
-        "registered" if post_key is None else post_key,
-        now=now,
-        counters=token.counters,  # type: ignore[attr-defined]
-    )
-    if decision is None:
-        return None
-    _observe(parsed, decision, started)
-    return rendered(decision)
+    decision = services.decide_registered(parsed, counters=pool_answers.request_counters(request))
+    pool_answers.observe(parsed, decision, started)
+    return pool_answers.decision_response(decision)
 
 
 @router.post(
@@ -464,7 +321,7 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
     """Filter and order the gateway's own pool (its order is the ranking; `priority` is
     ignored, `id` is echoed back). A category id keeps only the candidates that list it."""
     started = time.perf_counter()
-    parsed = _parse_pool_id(auto_id)
+    parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
         return Status(404, parsed)
     candidates = []
@@ -498,12 +355,12 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
         parsed,
         candidates,
         now=timezone.now(),
-        cache_key=body_key(request.META.get("CONTENT_TYPE", ""), request.body),
-        counters=_counters(request),
+        cache_key=pool_answers.body_key(request.META.get("CONTENT_TYPE", ""), request.body),
+        counters=pool_answers.request_counters(request),
         input_bytes=len(request.body),
     )
-    _observe(parsed, decision, started)
-    return decision_response(decision)
+    pool_answers.observe(parsed, decision, started)
+    return pool_answers.decision_response(decision)
 
 
 # --- models list ----------------------------------------------------------------------------

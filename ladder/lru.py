@@ -1,5 +1,5 @@
 """A map bounded by bytes as well as by count, the least recently used entry out first:
-the per-process caches of the pool hot path (ladder.services, ladder.api).
+the per-process caches of the pool hot path (ladder.services, ladder.pool_answers).
 
 An entry's size is the caller's accounting (a length it already has, or an estimate from
 a few lengths), so an insert costs O(1) whatever the value holds; nothing walks the

@@ -30,7 +30,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ladder.api import body_key, cached_pool_body
+from ladder.pool_answers import body_key, cached_pool_body
 from omniroute_admin.deadline import (
     DETAIL,
     UNAVAILABLE_DETAIL,

@@ -173,7 +173,7 @@ DASHBOARD_MAX_THREADS: int = _typed("DASHBOARD_MAX_THREADS", env.int, 4)
 if DASHBOARD_MAX_THREADS < 1:
     raise ImproperlyConfigured("DASHBOARD_MAX_THREADS must be at least 1.")
 # Each web process caches pool decisions and their rendered bodies (ladder.services,
-# ladder.api): at most this many bytes together (three quarters decisions, a quarter
+# ladder.pool_answers): at most this many bytes together (three quarters decisions, a quarter
 # bodies), least recently used out first; a single answer above an eighth of its share is
 # served but not kept. 0 caches nothing.
 DECISION_CACHE_MAX_BYTES: int = _typed("DECISION_CACHE_MAX_BYTES", env.int, 64 * 1024 * 1024)

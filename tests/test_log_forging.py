@@ -104,12 +104,12 @@ def test_a_request_path_with_cr_lf_cannot_forge_the_apps_own_log_line(
 ) -> None:
     from django.db import OperationalError
 
-    from ladder import api
+    from ladder import pool_answers
 
     def database_gone(auto_id: str) -> Any:
         raise OperationalError("the database is gone")
 
-    monkeypatch.setattr(api, "_parse_pool_id", database_gone)
+    monkeypatch.setattr(pool_answers, "parse_pool_id", database_gone)
     token = make_token()
 
     response = Client().get(

@@ -74,7 +74,7 @@ def rung_for(billing: BillingVerdict, tier: Tier) -> Rung:
 # --------------------------------------------------------------------------- decisions
 
 
-# Weak-referenceable: ladder.api keeps rendered bodies by decision without keeping the
+# Weak-referenceable: ladder.pool_answers keeps rendered bodies by decision without keeping the
 # decision itself alive.
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Decision:

@@ -16,8 +16,7 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.models import ChangeCounter
-from ladder import api as ladder_api
-from ladder import services
+from ladder import pool_answers, services
 from ladder.core import parse_auto_id
 from ladder.lru import ENTRY_SHARE, ByteBoundedLRU
 from ladder.models import ApiToken
@@ -31,7 +30,7 @@ MIB = 1024 * 1024
 
 @pytest.fixture(autouse=True)
 def _empty_rendered_bodies() -> None:
-    ladder_api._RENDERED.clear()
+    pool_answers._RENDERED.clear()
 
 
 @pytest.fixture
@@ -76,7 +75,7 @@ def get(token: str, auto_id: str) -> Any:
 
 def post_key(body: dict[str, Any]) -> tuple[str, bytes]:
     """The decision cache key the endpoint uses for this body (as the test client sends it)."""
-    return ladder_api.body_key("application/json", json.dumps(body).encode())
+    return pool_answers.body_key("application/json", json.dumps(body).encode())
 
 
 def is_cached(body: dict[str, Any]) -> bool:
@@ -171,8 +170,8 @@ def test_distinct_pool_posts_keep_both_caches_within_the_byte_bound(
         post(gateway, body)
 
     assert 0 < services.cached_decisions_bytes() <= services.decision_cache_max_bytes()
-    assert 0 < ladder_api.rendered_bytes() <= ladder_api.rendered_cache_max_bytes()
-    assert services.decision_cache_max_bytes() + ladder_api.rendered_cache_max_bytes() == MIB
+    assert 0 < pool_answers.rendered_bytes() <= pool_answers.rendered_cache_max_bytes()
+    assert services.decision_cache_max_bytes() + pool_answers.rendered_cache_max_bytes() == MIB
     # Least recently used out first: the newest bodies are kept, the oldest are gone.
     assert is_cached(bodies[-1])
     assert not is_cached(bodies[0])
@@ -212,7 +211,7 @@ def test_a_pool_answer_above_the_entry_size_is_served_but_not_cached(
     assert first.json()["excluded"] == second.json()["excluded"]
     assert not is_cached(body)
     assert services.cached_decisions_bytes() == 0
-    assert ladder_api.rendered_bytes() == 0
+    assert pool_answers.rendered_bytes() == 0
 
 
 def test_distinct_large_pool_posts_grow_the_process_by_less_than_the_cache_bound(
@@ -256,7 +255,7 @@ def test_a_registered_decision_is_accounted_at_least_what_it_keeps(gateway: str)
     try:
         before = tracemalloc.get_traced_memory()[0]
         assert get(gateway, "auto/thrifty").status_code == 200
-        ladder_api._RENDERED.clear()
+        pool_answers._RENDERED.clear()
         decisions._registered = None  # as after the next load: only the decision keeps it
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
