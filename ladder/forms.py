@@ -9,13 +9,14 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from ladder.core.notifications import MAX_URL_LENGTH, SUBSCRIBABLE_KINDS
+from ladder.core.notifications import SUBSCRIBABLE_KINDS
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELDS, TuningField
+from ladder.core.webhooks import MAX_URL_LENGTH
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import ConnectionInput, validate_settings
-from ladder.services.notifications import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
-from ladder.services.notifications import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
+from ladder.services.webhooks import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
+from ladder.services.webhooks import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 
 
 def _limits(name: str, kind: type = float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import notifications
+from ladder.services import notifications, webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def evaluate_notifications_task() -> None:
 def deliver_notification_task(self: Task, *, delivery_id: str) -> None:
     """Make the next attempt of one notification delivery (idempotent: re-checked under
     the delivery's row lock; a delivered one is never sent again)."""
-    outcome = notifications.deliver(delivery_id)
+    outcome = webhooks.deliver(delivery_id)
     logger.info("notification %s: %s", delivery_id, outcome.why)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)

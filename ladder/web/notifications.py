@@ -20,7 +20,7 @@ from ladder.core.notifications import SUBSCRIBABLE_KINDS, Kind
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import WebhookEditForm, WebhookForm
 from ladder.models import Webhook
-from ladder.services import notifications
+from ladder.services import webhooks
 from ladder.web.presenters import WebhookRow, duration_text
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
@@ -62,10 +62,10 @@ def notifications_context(
     rows = [
         WebhookRow(
             webhook,
-            notifications.target_label(webhook.url),
+            webhooks.target_label(webhook.url),
             [KIND_HEADLINES.get(kind, kind) for kind in webhook.kinds],
         )
-        for webhook in notifications.webhooks()
+        for webhook in webhooks.webhooks()
     ]
     if editing is not None and edit_form is None:
         found = next((row.webhook for row in rows if row.webhook.pk == editing), None)
@@ -82,9 +82,7 @@ def notifications_context(
                     "is_active": found.is_active,
                 },
             )
-    page = Paginator(notifications.delivery_log(), DELIVERIES_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(webhooks.delivery_log(), DELIVERIES_PER_PAGE).get_page(request.GET.get("page"))
     return {
         "rows": rows,
         "editing": editing,
@@ -169,7 +167,7 @@ def webhook_create(request: HtmxHttpRequest) -> HttpResponseBase:
     form = WebhookForm(request.POST, auto_id=WEBHOOK_NEW_IDS)
     if form.is_valid():
         try:
-            webhook, secret = notifications.create_webhook(
+            webhook, secret = webhooks.create_webhook(
                 form.webhook_input(), actor=request.user.get_username()
             )
         except (ValidationError, CredentialKeyMissing) as error:
@@ -194,10 +192,10 @@ def webhook_update(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBas
     form = WebhookEditForm(request.POST, auto_id=WEBHOOK_EDIT_IDS)
     if form.is_valid():
         try:
-            webhook = notifications.update_webhook(
+            webhook = webhooks.update_webhook(
                 webhook_id, form.webhook_input(), actor=request.user.get_username()
             )
-        except notifications.NotFound:
+        except webhooks.NotFound:
             return _notifications(
                 request,
                 404,
@@ -223,8 +221,8 @@ def webhook_update(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBas
 def webhook_delete(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBase:
     """Delete a webhook (audited) after the confirmation step; its log rows stay."""
     try:
-        webhook = notifications.delete_webhook(webhook_id, actor=request.user.get_username())
-    except notifications.NotFound:
+        webhook = webhooks.delete_webhook(webhook_id, actor=request.user.get_username())
+    except webhooks.NotFound:
         return _notifications(
             request, 404, notice={"level": "error", "message": "That webhook was deleted already."}
         )
@@ -236,8 +234,8 @@ def webhook_delete(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBas
 def webhook_test(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBase:
     """Queue a test notification to the webhook (audited); the log shows how it went."""
     try:
-        notifications.send_test(webhook_id, actor=request.user.get_username())
-    except notifications.NotFound:
+        webhooks.send_test(webhook_id, actor=request.user.get_username())
+    except webhooks.NotFound:
         return _notifications(
             request, 404, notice={"level": "error", "message": "That webhook no longer exists."}
         )
@@ -249,10 +247,10 @@ def webhook_test(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBase:
 def webhook_rotate_secret(request: HtmxHttpRequest, webhook_id: int) -> HttpResponseBase:
     """Replace the webhook's secret with a new random one, shown in this response alone."""
     try:
-        webhook, secret = notifications.rotate_webhook_secret(
+        webhook, secret = webhooks.rotate_webhook_secret(
             webhook_id, actor=request.user.get_username()
         )
-    except notifications.NotFound:
+    except webhooks.NotFound:
         return _notifications(
             request, 404, notice={"level": "error", "message": "That webhook no longer exists."}
         )

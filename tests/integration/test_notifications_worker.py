@@ -22,7 +22,7 @@ from django.test import override_settings
 from billing import services as billing_services
 from billing.models import BillingCatalogEntry
 from ladder import services
-from ladder.core import notifications as rules
+from ladder.core import webhooks as rules
 from ladder.models import NotificationDelivery
 from tests.integration.harness import Worker, happens_within, wait_until
 from tests.ladder.factories import WEBHOOK_SECRET, make_webhook

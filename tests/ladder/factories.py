@@ -111,10 +111,10 @@ def make_webhook(
 ) -> Webhook:
     """A webhook saved through the service (default: every kind, a known secret)."""
     from ladder.core.notifications import SUBSCRIBABLE_KINDS
-    from ladder.services import notifications
+    from ladder.services import webhooks
 
-    webhook, _ = notifications.create_webhook(
-        notifications.WebhookInput(
+    webhook, _ = webhooks.create_webhook(
+        webhooks.WebhookInput(
             name=name,
             url=url,
             format=body_format,

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ladder.core import notifications as rules
+from ladder.core import webhooks as webhook_rules
 from ladder.core.notifications import (
     BudgetObservation,
     CredentialObservation,
@@ -387,27 +388,29 @@ PUBLIC = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"]
 def test_link_local_metadata_and_unroutable_addresses_are_always_refused(
     address: str, why: str, allow_private: bool
 ) -> None:
-    assert rules.address_refusal(ip_address(address), allow_private=allow_private) == why
+    assert webhook_rules.address_refusal(ip_address(address), allow_private=allow_private) == why
 
 
 @pytest.mark.parametrize(("address", "why"), PRIVATE, ids=[a for a, _ in PRIVATE])
 def test_loopback_and_private_addresses_are_refused_unless_allowed(address: str, why: str) -> None:
-    assert rules.address_refusal(ip_address(address), allow_private=False) == why
-    assert rules.address_refusal(ip_address(address), allow_private=True) is None
+    assert webhook_rules.address_refusal(ip_address(address), allow_private=False) == why
+    assert webhook_rules.address_refusal(ip_address(address), allow_private=True) is None
 
 
 @pytest.mark.parametrize("address", PUBLIC)
 def test_public_addresses_are_accepted(address: str) -> None:
-    assert rules.address_refusal(ip_address(address), allow_private=False) is None
+    assert webhook_rules.address_refusal(ip_address(address), allow_private=False) is None
 
 
 def test_a_name_with_one_refused_address_among_public_ones_is_refused() -> None:
     addresses = [ip_address("93.184.216.34"), ip_address("169.254.169.254")]
 
-    refusal = rules.addresses_refusal(addresses, allow_private=True)
+    refusal = webhook_rules.addresses_refusal(addresses, allow_private=True)
 
     assert refusal == "169.254.169.254 is a cloud metadata address"
-    assert rules.addresses_refusal([], allow_private=True) == "the host resolves to no address"
+    assert (
+        webhook_rules.addresses_refusal([], allow_private=True) == "the host resolves to no address"
+    )
 
 
 @pytest.mark.parametrize(
@@ -434,8 +437,8 @@ def test_a_name_with_one_refused_address_among_public_ones_is_refused() -> None:
     ],
 )
 def test_urls_that_are_not_http_targets_are_refused(url: str, why: str) -> None:
-    with pytest.raises(rules.TargetRefused) as refused:
-        rules.parse_target(url)
+    with pytest.raises(webhook_rules.TargetRefused) as refused:
+        webhook_rules.parse_target(url)
 
     assert str(refused.value) == why
 
@@ -445,28 +448,28 @@ def test_urls_that_are_not_http_targets_are_refused(url: str, why: str) -> None:
     [
         (
             "https://Hooks.Slack.com/services/T0/B0/XyZ",
-            rules.Target("https", "hooks.slack.com", 443, "/services/T0/B0/XyZ"),
+            webhook_rules.Target("https", "hooks.slack.com", 443, "/services/T0/B0/XyZ"),
             "hooks.slack.com",
             "https://93.184.216.34:443/services/T0/B0/XyZ",
         ),
         (
             "http://[::1]:8080/hook?team=ops#frag",
-            rules.Target("http", "::1", 8080, "/hook?team=ops"),
+            webhook_rules.Target("http", "::1", 8080, "/hook?team=ops"),
             "[::1]:8080",
             "http://93.184.216.34:8080/hook?team=ops",
         ),
         (
             "http://example.com",
-            rules.Target("http", "example.com", 80, "/"),
+            webhook_rules.Target("http", "example.com", 80, "/"),
             "example.com",
             "http://93.184.216.34:80/",
         ),
     ],
 )
 def test_a_target_connects_to_the_checked_address_and_names_its_host(
-    url: str, target: rules.Target, host_header: str, connect_to: str
+    url: str, target: webhook_rules.Target, host_header: str, connect_to: str
 ) -> None:
-    parsed = rules.parse_target(url)
+    parsed = webhook_rules.parse_target(url)
 
     assert parsed == target
     assert parsed.host_header == host_header
@@ -475,7 +478,7 @@ def test_a_target_connects_to_the_checked_address_and_names_its_host(
 
 # --- bodies and signature -----------------------------------------------------------------
 
-MESSAGE = rules.Message(
+MESSAGE = webhook_rules.Message(
     delivery_id="5b0f3c1e-9a53-4d4e-8f0e-2f7c3b0f9a11",
     event_id="plan:claude-max-1#1",
     kind=Kind.PLAN_EXHAUSTED,
@@ -486,7 +489,7 @@ MESSAGE = rules.Message(
 
 
 def test_the_json_body_carries_the_delivery_id_and_the_event() -> None:
-    document: dict[str, Any] = json.loads(rules.json_body(MESSAGE))
+    document: dict[str, Any] = json.loads(webhook_rules.json_body(MESSAGE))
 
     assert document == {
         "id": "5b0f3c1e-9a53-4d4e-8f0e-2f7c3b0f9a11",
@@ -502,7 +505,7 @@ def test_the_json_body_carries_the_delivery_id_and_the_event() -> None:
 
 
 def test_the_slack_body_escapes_mentions_and_links() -> None:
-    document = json.loads(rules.slack_body(MESSAGE))
+    document = json.loads(webhook_rules.slack_body(MESSAGE))
 
     assert document == {
         "text": "*OmniRoute: Plan connection dropped out*\n"
@@ -511,10 +514,10 @@ def test_the_slack_body_escapes_mentions_and_links() -> None:
 
 
 def test_the_signature_is_hmac_sha256_of_the_timestamp_a_dot_and_the_raw_body() -> None:
-    body = rules.json_body(MESSAGE)
+    body = webhook_rules.json_body(MESSAGE)
     expected = hmac.new(b"whsec_test-secret", b"1795000000." + body, hashlib.sha256).hexdigest()
 
-    headers = rules.signed_headers(MESSAGE, body, "whsec_test-secret", 1795000000, 2)
+    headers = webhook_rules.signed_headers(MESSAGE, body, "whsec_test-secret", 1795000000, 2)
 
     assert headers == {
         "Content-Type": "application/json",
@@ -542,10 +545,10 @@ def test_the_signature_is_hmac_sha256_of_the_timestamp_a_dot_and_the_raw_body() 
 def test_a_receiver_accepts_only_a_matching_recent_signature(
     secret: str, timestamp: str, body: bytes, now: int, is_valid: bool
 ) -> None:
-    signed = rules.signature("whsec_right-secret", 1795000000, b'{"a":1}')
+    signed = webhook_rules.signature("whsec_right-secret", 1795000000, b'{"a":1}')
 
     assert (
-        rules.verify_signature(
+        webhook_rules.verify_signature(
             secret, timestamp_header=timestamp, signature_header=signed, body=body, now_unix=now
         )
         is is_valid
@@ -558,35 +561,39 @@ def test_a_receiver_accepts_only_a_matching_recent_signature(
 @pytest.mark.parametrize(
     ("status", "is_refused", "attempt", "verdict"),
     [
-        (200, False, 1, rules.Verdict.DELIVERED),
-        (204, False, 6, rules.Verdict.DELIVERED),
-        (None, False, 1, rules.Verdict.RETRY),
-        (503, False, 5, rules.Verdict.RETRY),
-        (429, False, 2, rules.Verdict.RETRY),
-        (408, False, 2, rules.Verdict.RETRY),
-        (None, False, 6, rules.Verdict.GIVE_UP),
-        (500, False, 6, rules.Verdict.GIVE_UP),
-        (302, False, 1, rules.Verdict.GIVE_UP),
-        (404, False, 1, rules.Verdict.GIVE_UP),
-        (401, False, 1, rules.Verdict.GIVE_UP),
-        (None, True, 1, rules.Verdict.GIVE_UP),
+        (200, False, 1, webhook_rules.Verdict.DELIVERED),
+        (204, False, 6, webhook_rules.Verdict.DELIVERED),
+        (None, False, 1, webhook_rules.Verdict.RETRY),
+        (503, False, 5, webhook_rules.Verdict.RETRY),
+        (429, False, 2, webhook_rules.Verdict.RETRY),
+        (408, False, 2, webhook_rules.Verdict.RETRY),
+        (None, False, 6, webhook_rules.Verdict.GIVE_UP),
+        (500, False, 6, webhook_rules.Verdict.GIVE_UP),
+        (302, False, 1, webhook_rules.Verdict.GIVE_UP),
+        (404, False, 1, webhook_rules.Verdict.GIVE_UP),
+        (401, False, 1, webhook_rules.Verdict.GIVE_UP),
+        (None, True, 1, webhook_rules.Verdict.GIVE_UP),
     ],
 )
 def test_which_answers_are_tried_again(
-    status: int | None, is_refused: bool, attempt: int, verdict: rules.Verdict
+    status: int | None, is_refused: bool, attempt: int, verdict: webhook_rules.Verdict
 ) -> None:
     assert (
-        rules.attempt_verdict(status, is_refused=is_refused, attempt=attempt, max_attempts=6)
+        webhook_rules.attempt_verdict(
+            status, is_refused=is_refused, attempt=attempt, max_attempts=6
+        )
         is verdict
     )
 
 
 def test_six_tries_wait_about_thirty_minutes_in_doubling_steps() -> None:
-    delays = [rules.retry_delay_seconds(n, base_seconds=60, max_seconds=960) for n in range(1, 6)]
+    delays = [
+        webhook_rules.retry_delay_seconds(n, base_seconds=60, max_seconds=960) for n in range(1, 6)
+    ]
 
     assert delays == [60.0, 120.0, 240.0, 480.0, 960.0]
     assert sum(delays) == 1860.0
-    assert rules.retry_delay_seconds(9, base_seconds=60, max_seconds=960) == 960.0
+    assert webhook_rules.retry_delay_seconds(9, base_seconds=60, max_seconds=960) == 960.0
 
 
 def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
@@ -595,7 +602,7 @@ def test_the_rules_module_imports_no_django_and_does_no_io() -> None:
     import sys
 
     code = (
-        "import sys, ladder.core.notifications; "
+        "import sys, ladder.core.notifications, ladder.core.webhooks; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'httpx', 'socket', 'celery', 'ladder') ))"
     )
@@ -617,8 +624,10 @@ def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_
     (snippet,) = re.findall(r"```python\n(.*?)```", docs, flags=re.DOTALL)
     namespace: dict[str, Any] = {}
     exec(snippet, namespace)  # the operator-facing code, exactly as documented
-    body = rules.json_body(MESSAGE)
-    headers = rules.signed_headers(MESSAGE, body, "whsec_docs-secret-0000", int(time.time()), 1)
+    body = webhook_rules.json_body(MESSAGE)
+    headers = webhook_rules.signed_headers(
+        MESSAGE, body, "whsec_docs-secret-0000", int(time.time()), 1
+    )
 
     assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body) is True
     assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body + b" ") is False

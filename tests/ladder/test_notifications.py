@@ -23,6 +23,7 @@ from django.test import override_settings
 from billing.models import AuditEntry
 from ladder import services
 from ladder.core import notifications as rules
+from ladder.core import webhooks as webhook_rules
 from ladder.crypto import decrypt_credential
 from ladder.models import (
     Connection,
@@ -30,7 +31,7 @@ from ladder.models import (
     NotificationState,
     Webhook,
 )
-from ladder.services import enqueue, notifications
+from ladder.services import enqueue, notifications, webhooks
 from tests.ladder.factories import (
     NOW,
     WEBHOOK_SECRET,
@@ -284,7 +285,7 @@ def pending_for(webhook: Webhook, kind: str = "plan_exhausted") -> NotificationD
 
 
 def verify(request: Received, secret: str, now: datetime) -> bool:
-    return rules.verify_signature(
+    return webhook_rules.verify_signature(
         secret,
         timestamp_header=request.headers["x-omniroute-timestamp"],
         signature_header=request.headers["x-omniroute-signature"],
@@ -298,7 +299,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
 ) -> None:
     delivery = pending_for(hook_to(receiver))
 
-    outcome = notifications.deliver(str(delivery.delivery_id))
+    outcome = webhooks.deliver(str(delivery.delivery_id))
 
     (request,) = receiver.received
     assert verify(request, WEBHOOK_SECRET, NOW) is True
@@ -313,7 +314,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
         "plan:claude-max-1#1",
         "plan_exhausted",
     )
-    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: delivered", None)
+    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: delivered", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.status_code, delivery.error) == (
         Status.DELIVERED,
@@ -327,7 +328,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
 def test_a_slack_webhook_gets_a_text_body(receiver: FakeUpstream, clock: Clock) -> None:
     delivery = pending_for(hook_to(receiver, body_format="slack"))
 
-    notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
 
     assert json.loads(receiver.received[0].body) == {
         "text": "*OmniRoute: Plan connection dropped out*\n"
@@ -340,11 +341,11 @@ def test_a_repeated_task_message_never_sends_a_delivered_notification_again(
 ) -> None:
     delivery = pending_for(hook_to(receiver))
 
-    notifications.deliver(str(delivery.delivery_id))
-    again = notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
+    again = webhooks.deliver(str(delivery.delivery_id))
 
     assert len(receiver.received) == 1
-    assert again == notifications.DeliveryOutcome(False, "already delivered")
+    assert again == webhooks.DeliveryOutcome(False, "already delivered")
 
 
 def test_an_attempt_in_flight_is_not_doubled_and_a_dead_one_is_taken_over(
@@ -355,11 +356,11 @@ def test_an_attempt_in_flight_is_not_doubled_and_a_dead_one_is_taken_over(
         status=Status.SENDING, attempts=1, lease_until=NOW + timedelta(seconds=10)
     )
 
-    in_flight = notifications.deliver(str(delivery.delivery_id))
+    in_flight = webhooks.deliver(str(delivery.delivery_id))
     clock.advance(11)
-    taken_over = notifications.deliver(str(delivery.delivery_id))
+    taken_over = webhooks.deliver(str(delivery.delivery_id))
 
-    assert in_flight == notifications.DeliveryOutcome(False, "an attempt is in flight")
+    assert in_flight == webhooks.DeliveryOutcome(False, "an attempt is in flight")
     assert taken_over.why == "attempt 2: delivered"
     assert len(receiver.received) == 1
     assert receiver.received[0].headers["x-omniroute-attempt"] == "2"
@@ -371,18 +372,18 @@ def test_a_receiver_that_is_down_is_tried_again_after_the_backoff_then_delivered
     delivery = pending_for(hook_to(receiver))
     receiver.respond(status=503)
 
-    first = notifications.deliver(str(delivery.delivery_id))
-    early = notifications.deliver(str(delivery.delivery_id))
+    first = webhooks.deliver(str(delivery.delivery_id))
+    early = webhooks.deliver(str(delivery.delivery_id))
     delivery.refresh_from_db()
     pending = (delivery.status, delivery.attempts, delivery.next_attempt_at, delivery.error)
     receiver.respond(status=204)
     clock.advance(60)
-    second = notifications.deliver(str(delivery.delivery_id))
+    second = webhooks.deliver(str(delivery.delivery_id))
 
-    assert first == notifications.DeliveryOutcome(True, "attempt 1: retry", 60.0)
-    assert early == notifications.DeliveryOutcome(False, "not due yet")
+    assert first == webhooks.DeliveryOutcome(True, "attempt 1: retry", 60.0)
+    assert early == webhooks.DeliveryOutcome(False, "not due yet")
     assert pending == (Status.PENDING, 1, NOW + timedelta(seconds=60), "Answered 503.")
-    assert second == notifications.DeliveryOutcome(True, "attempt 2: delivered", None)
+    assert second == webhooks.DeliveryOutcome(True, "attempt 2: delivered", None)
     bodies = {request.body for request in receiver.received}
     assert len(receiver.received) == 2
     assert len(bodies) == 1  # the same body (and delivery id) on every attempt
@@ -400,13 +401,13 @@ def test_it_gives_up_after_the_last_attempt(receiver: FakeUpstream, clock: Clock
     waits = []
 
     for _ in range(6):
-        outcome = notifications.deliver(str(delivery.delivery_id))
+        outcome = webhooks.deliver(str(delivery.delivery_id))
         waits.append(outcome.retry_in)
         clock.advance(outcome.retry_in or 0)
-    after = notifications.deliver(str(delivery.delivery_id))
+    after = webhooks.deliver(str(delivery.delivery_id))
 
     assert waits == [60.0, 120.0, 240.0, 480.0, 960.0, None]
-    assert after == notifications.DeliveryOutcome(False, "already failed")
+    assert after == webhooks.DeliveryOutcome(False, "already failed")
     assert len(receiver.received) == 6
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.status_code) == (Status.FAILED, 6, 500)
@@ -416,9 +417,9 @@ def test_a_client_error_is_not_tried_again(receiver: FakeUpstream, clock: Clock)
     delivery = pending_for(hook_to(receiver))
     receiver.respond(status=404)
 
-    outcome = notifications.deliver(str(delivery.delivery_id))
+    outcome = webhooks.deliver(str(delivery.delivery_id))
 
-    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: give_up", None)
+    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: give_up", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.error) == (Status.FAILED, "Answered 404.")
 
@@ -431,7 +432,7 @@ def test_a_redirect_to_the_metadata_address_is_not_followed(
         status=302, headers={"Location": "http://169.254.169.254/latest/meta-data/iam/"}
     )
 
-    outcome = notifications.deliver(str(delivery.delivery_id))
+    outcome = webhooks.deliver(str(delivery.delivery_id))
 
     assert outcome.retry_in is None
     assert [request.path for request in receiver.received] == ["/hook"]
@@ -450,7 +451,7 @@ def test_a_redirect_reaches_no_second_server(receiver: FakeUpstream, clock: Cloc
         delivery = pending_for(hook_to(receiver))
         receiver.respond(status=307, headers={"Location": elsewhere.url("/stolen")})
 
-        notifications.deliver(str(delivery.delivery_id))
+        webhooks.deliver(str(delivery.delivery_id))
 
         assert elsewhere.received == []
         assert len(receiver.received) == 1
@@ -463,13 +464,13 @@ def test_the_request_goes_to_the_resolved_address_with_the_name_in_host(
 ) -> None:
     port = int(receiver.url().rsplit(":", 1)[1].rstrip("/"))
     monkeypatch.setattr(
-        notifications,
+        webhooks,
         "resolve_host",
         lambda host, port: [ip_address("127.0.0.1")] if host == "receiver.test" else [],
     )
     delivery = pending_for(make_webhook(url=f"http://receiver.test:{port}/hook"))
 
-    notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
 
     (request,) = receiver.received
     assert request.headers["host"] == f"receiver.test:{port}"
@@ -480,17 +481,17 @@ def test_a_name_that_resolves_to_the_metadata_address_at_send_time_is_refused(
     receiver: FakeUpstream, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answers = {"hooks.example.com": [ip_address("93.184.216.34")]}
-    monkeypatch.setattr(notifications, "resolve_host", lambda host, port: answers[host])
+    monkeypatch.setattr(webhooks, "resolve_host", lambda host, port: answers[host])
     delivery = pending_for(make_webhook(url="http://hooks.example.com/hook"))
     # DNS rebinding: the same name answers with the metadata address when it is used.
     answers["hooks.example.com"] = [ip_address("169.254.169.254")]
     sent: list[Any] = []
-    monkeypatch.setattr(notifications.httpx, "Client", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr(webhooks.httpx, "Client", lambda **kwargs: sent.append(kwargs))
 
-    outcome = notifications.deliver(str(delivery.delivery_id))
+    outcome = webhooks.deliver(str(delivery.delivery_id))
 
     assert sent == []
-    assert outcome == notifications.DeliveryOutcome(True, "attempt 1: give_up", None)
+    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: give_up", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.error) == (
         Status.FAILED,
@@ -562,7 +563,7 @@ def test_a_refused_target_is_refused_at_save_and_nothing_is_stored(
 ) -> None:
     if addresses is not None:
         monkeypatch.setattr(
-            notifications, "resolve_host", lambda host, port: [ip_address(a) for a in addresses]
+            webhooks, "resolve_host", lambda host, port: [ip_address(a) for a in addresses]
         )
 
     with (
@@ -582,10 +583,10 @@ def test_a_deleted_webhook_fails_its_pending_deliveries_and_keeps_their_log(
     webhook = hook_to(receiver)
     delivery = pending_for(webhook)
 
-    notifications.delete_webhook(webhook.pk, actor="olga")
-    outcome = notifications.deliver(str(delivery.delivery_id))
+    webhooks.delete_webhook(webhook.pk, actor="olga")
+    outcome = webhooks.deliver(str(delivery.delivery_id))
 
-    assert outcome == notifications.DeliveryOutcome(False, "the webhook was deleted")
+    assert outcome == webhooks.DeliveryOutcome(False, "the webhook was deleted")
     delivery.refresh_from_db()
     assert (delivery.webhook_id, delivery.webhook_name, delivery.status, delivery.error) == (
         None,
@@ -620,8 +621,8 @@ def test_send_test_queues_a_test_delivery_and_audits_it(
     webhook = hook_to(receiver, is_active=False)
 
     with django_capture_on_commit_callbacks(execute=True):
-        delivery = notifications.send_test(webhook.pk, actor="olga")
-    notifications.deliver(str(delivery.delivery_id))
+        delivery = webhooks.send_test(webhook.pk, actor="olga")
+    webhooks.deliver(str(delivery.delivery_id))
 
     assert queued == [str(delivery.delivery_id)]
     body = json.loads(receiver.received[0].body)
@@ -642,8 +643,8 @@ def test_send_test_queues_a_test_delivery_and_audits_it(
 
 
 def test_a_generated_secret_is_returned_once_and_stored_only_encrypted() -> None:
-    webhook, secret = notifications.create_webhook(
-        notifications.WebhookInput(
+    webhook, secret = webhooks.create_webhook(
+        webhooks.WebhookInput(
             name="ops",
             url="https://93.184.216.34/hook",
             format="json",
@@ -674,13 +675,13 @@ def test_the_secret_and_the_url_path_reach_no_log_and_no_error(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     webhook = hook_to(receiver, path="/hooks/T0SECRETPATH")
-    rotated, new_secret = notifications.rotate_webhook_secret(webhook.pk, actor="olga")
+    rotated, new_secret = webhooks.rotate_webhook_secret(webhook.pk, actor="olga")
     delivery = pending_for(rotated)
     receiver.respond(status=500)
-    notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
     receiver.stop()  # now nothing listens: a connection error
     clock.advance(60)
-    notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
     delivery.refresh_from_db()
 
     texts = [record.getMessage() for record in caplog.records]
@@ -695,23 +696,21 @@ def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_th
     clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Any] = []
-    real_client = notifications.httpx.Client
+    real_client = webhooks.httpx.Client
 
     def recording_client(**kwargs: Any) -> Any:
         def answer(request: Any) -> Any:
             seen.append(request)
-            return notifications.httpx.Response(204)
+            return webhooks.httpx.Response(204)
 
         seen.append(kwargs)
-        return real_client(transport=notifications.httpx.MockTransport(answer), **kwargs)
+        return real_client(transport=webhooks.httpx.MockTransport(answer), **kwargs)
 
-    monkeypatch.setattr(notifications.httpx, "Client", recording_client)
-    monkeypatch.setattr(
-        notifications, "resolve_host", lambda host, port: [ip_address("93.184.216.34")]
-    )
+    monkeypatch.setattr(webhooks.httpx, "Client", recording_client)
+    monkeypatch.setattr(webhooks, "resolve_host", lambda host, port: [ip_address("93.184.216.34")])
     delivery = pending_for(make_webhook(url="https://hooks.example.com/services/T/B/X"))
 
-    notifications.deliver(str(delivery.delivery_id))
+    webhooks.deliver(str(delivery.delivery_id))
 
     options, request = seen
     assert (options["follow_redirects"], options["trust_env"]) == (False, False)
