@@ -20,7 +20,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db import connection as db_connection
 from django.test import override_settings
 
-from billing.models import AuditEntry
+from billing.models import AuditEntry, BillingCatalogEntry
 from ladder import services
 from ladder.core import notifications as rules
 from ladder.core import webhooks as webhook_rules
@@ -32,6 +32,7 @@ from ladder.models import (
     Webhook,
 )
 from ladder.services import enqueue, notifications, webhooks
+from tests.billing.factories import make_catalog_entry
 from tests.ladder.factories import (
     NOW,
     WEBHOOK_SECRET,
@@ -205,6 +206,10 @@ def test_a_transition_already_queued_for_a_webhook_is_never_queued_again(
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_evaluators_queue_a_transition_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(enqueue, "send_delivery", lambda delivery_id: None)
+    # A transactional test runs after others flushed the tables (the migration tests do),
+    # so the curated plan entry the data migration seeds may be gone: make it explicit.
+    if not BillingCatalogEntry.objects.filter(provider="claude", auth_type="oauth").exists():
+        make_catalog_entry("claude", "oauth")
     make_webhook(kinds=("plan_exhausted",))
     dropped_out_plan()
     start = threading.Barrier(4)
