@@ -620,7 +620,7 @@ def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_
     import time
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "NOTIFICATIONS.md").read_text()
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "NOTIFICATIONS.md").read_text()
     (snippet,) = re.findall(r"```python\n(.*?)```", docs, flags=re.DOTALL)
     namespace: dict[str, Any] = {}
     exec(snippet, namespace)  # the operator-facing code, exactly as documented
