@@ -1,10 +1,11 @@
-"""Load benchmark of the pool endpoint, served by gunicorn on PostgreSQL, driven by wrk
-from a separate process on loopback; `/healthz` of the same server in the same run, so
-the ladder's own cost shows as a ratio; and an in-process microbenchmark of the pure
-core at the same sizes.
+"""Load benchmark of the pool endpoint, served by gunicorn (or uvicorn) on PostgreSQL,
+driven by wrk from a separate process on loopback; `/healthz` of the same server in the
+same run, so the ladder's own cost shows as a ratio; and an in-process microbenchmark of
+the pure core at the same sizes. Server start-up and wrk come from bench/common.py.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/omniroute_bench \
-        .venv/bin/python bench/load.py [--sizes 10,200,2000] [--duration 10] [--workers 3]
+        .venv/bin/python bench/load.py [--sizes 10,200,2000] [--duration 10] [--workers 3] \
+        [--server gunicorn|uvicorn] [--threads 1]
 
 Needs Debian's `wrk` (`apt-get install wrk`) and gunicorn (in the dev extra). Prints a
 table; `make bench` runs it with the defaults.
@@ -15,38 +16,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/omniroute_bench")
-if not os.environ.get("OMNIROUTE_CREDENTIAL_KEY"):
-    from cryptography.fernet import Fernet
+import common  # sets up Django: before any model
+from django.core.management import call_command
 
-    os.environ["OMNIROUTE_CREDENTIAL_KEY"] = "bench:" + Fernet.generate_key().decode()
-
-import django  # noqa: E402
-
-django.setup()
-
-from django.core.management import call_command  # noqa: E402
-
-from billing.classify import Billing, BillingVerdict, Overage  # noqa: E402
-from billing.tiers import Tier  # noqa: E402
-from ladder import core, services  # noqa: E402
-from ladder.models import Candidate, Connection, QuotaReading  # noqa: E402
-from ladder.tokens import create_token  # noqa: E402
-
-PORT = 8765
-LUA = ROOT / "bench" / "wrk_report.lua"
+from billing.classify import Billing, BillingVerdict, Overage
+from billing.tiers import Tier
+from ladder import core, services
+from ladder.models import Candidate, Connection, QuotaReading
+from ladder.tokens import create_token
 
 
 def build_world(size: int) -> list[dict[str, object]]:
@@ -94,67 +76,6 @@ def build_world(size: int) -> list[dict[str, object]]:
     return pool
 
 
-def wrk(
-    url: str, *, token: str | None, body_file: Path | None, duration: int, connections: int
-) -> dict[str, float]:
-    env = dict(os.environ)
-    env.pop("BENCH_TOKEN", None)
-    env.pop("BENCH_BODY_FILE", None)
-    if token:
-        env["BENCH_TOKEN"] = token
-    if body_file:
-        env["BENCH_BODY_FILE"] = str(body_file)
-    result = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "-s", str(LUA), url],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    summary: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
-    return summary
-
-
-def start_server(
-    workers: int, app: str = "omniroute_admin.wsgi", chdir: Path = ROOT
-) -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        DJANGO_DEBUG="false",
-        DJANGO_SECRET_KEY="bench-" + "x" * 50,
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        DJANGO_SECURE_SSL_REDIRECT="false",
-        LOG_LEVEL="WARNING",
-    )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "--chdir",
-            str(chdir),
-            app,
-            "-b",
-            f"127.0.0.1:{PORT}",
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
-            return server
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("gunicorn did not start")
-
-
 def microbench(size: int) -> float:
     """Median milliseconds of one pure `decide` over `size` candidates x 2 connections."""
     now = datetime.now(UTC)
@@ -192,84 +113,67 @@ def microbench(size: int) -> float:
     return timings[len(timings) // 2]
 
 
-def machine_reference() -> float:
-    """Seconds for a fixed pure-Python loop (best of three): how fast this machine runs
-    Python right now, so figures from different machines or moments can be compared."""
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        total = 0
-        for value in range(3_000_000):
-            total += value
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10,200,2000")
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="gunicorn: 1 = sync workers")
+    parser.add_argument("--server", choices=common.SERVERS, default="gunicorn")
     parser.add_argument("--connections", type=int, default=16)
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: apt-get install wrk")
+    common.require_wrk()
     call_command("migrate", verbosity=0, skip_checks=True)
     _, token = create_token(f"bench-{int(time.time())}", "gateway")
-    base = f"http://127.0.0.1:{PORT}"
+    serve = {"workers": args.workers, "threads": args.threads}
 
     def load(path: str, secret: str | None = None, body: Path | None = None) -> dict[str, float]:
         # Two seconds unmeasured first: every worker process computes its first decision
         # (about 0.7 s alone at 2,000 candidates) and opens its connections; the figures
         # are the steady state that follows.
-        for duration in (2, args.duration):
-            result = wrk(
-                f"{base}{path}",
-                token=secret,
-                body_file=body,
-                duration=duration,
-                connections=args.connections,
-            )
-        return result
+        variables = {"BENCH_TOKEN": secret} if secret else {}
+        if body:
+            variables["BENCH_BODY_FILE"] = str(body)
+        options = {"connections": args.connections, "variables": variables}
+        return common.measured({path: (path, options)}, duration=args.duration)[path]
 
-    # What gunicorn and loopback HTTP cost before any application code: the ceiling.
-    server = start_server(args.workers, "hello:app", ROOT / "bench")
+    # What the server and loopback HTTP cost before any application code: the ceiling.
+    server = common.start_server(args.server, app="hello", **serve)
     try:
         floor = load("/")
     finally:
-        server.terminate()
-        server.wait()
+        common.stop_server(server)
     rows: list[tuple[str, str, dict[str, float], float, str]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         pool = build_world(size)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body:
             json.dump({"candidates": pool}, body)
-        server = start_server(args.workers)
+        server = common.start_server(args.server, **serve)
         try:
             health = load("/healthz")
             get = load("/api/v1/pools/auto/thrifty", token)
             post = load("/api/v1/pools/auto/subscription", token, Path(body.name))
         finally:
-            server.terminate()
-            server.wait()
+            common.stop_server(server)
             os.unlink(body.name)
-        core = microbench(size)
+        core_ms = microbench(size)
         for name, result in (
             ("GET thrifty", get),
             ("POST subscription", post),
             ("/healthz", health),
         ):
-            rows.append((str(size), name, result, result["rps"] / health["rps"], f"{core:.3f}"))
-    rows.append(("-", "static WSGI app", floor, float("nan"), ""))
-    print(f"\nmachine reference (3M-step Python loop): {machine_reference():.3f} s")
+            rows.append((str(size), name, result, result["rps"] / health["rps"], f"{core_ms:.3f}"))
+    rows.append(("-", "static app (hello.py)", floor, float("nan"), ""))
+    print(f"\n{common.describe_server(args.server, args.workers, args.threads)}")
+    print(f"machine reference (3M-step Python loop): {common.machine_reference():.3f} s")
     print(
-        f"\n{'size':>5} {'endpoint':<18} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
+        f"\n{'size':>5} {'endpoint':<21} {'req/s':>9} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} {'core ms':>8}"
     )
-    for label, name, r, ratio, core_ms in rows:
+    for label, name, r, ratio, cell in rows:
         print(
-            f"{label:>5} {name:<18} {r['rps']:>9.0f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
-            f"{r['p99_ms']:>8.2f} {int(r['non_2xx'] + r['errors']):>8} {ratio:>10.2f} {core_ms:>8}"
+            f"{label:>5} {name:<21} {r['rps']:>9.0f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
+            f"{r['p99_ms']:>8.2f} {int(r['non_2xx'] + r['errors']):>8} {ratio:>10.2f} {cell:>8}"
         )
 
 
