@@ -192,6 +192,8 @@ def wrk_start(
     the request (see the script). Collect the figures with `wrk_result`."""
     env = {name: value for name, value in os.environ.items() if name not in WRK_VARIABLES}
     env.update(variables or {})
+    if "BENCH_RUN_ID" in env:  # request ids unique across runs (a warm-up, then the run)
+        env["BENCH_RUN_ID"] += f"-{time.time_ns()}"
     return subprocess.Popen(
         [
             "wrk",
