@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")  # the world's set-up logs every write at INFO
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/omniroute_bench")
 if not os.environ.get("OMNIROUTE_CREDENTIAL_KEY"):
     from cryptography.fernet import Fernet
@@ -90,15 +91,27 @@ def server_env() -> dict[str, str]:
     )
 
 
+LOG_DIR = ROOT / "var" / "bench"
+
+
 def start_server(
-    server: str, *, workers: int, threads: int, app: str = "project"
+    server: str, *, workers: int, threads: int, app: str = "project", log: str | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start the server and return once it answers `/healthz` (hello answers any path)."""
+    """Start the server and return once it answers `/healthz` (hello answers any path).
+    With `log`, its output goes to var/bench/<log>.log (see `server_log_summary`)."""
+    output = None
+    if log:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        output = (LOG_DIR / f"{log}.log").open("wb")
     process = subprocess.Popen(
         server_command(server, workers=workers, threads=threads, app=app),
         cwd=ROOT,
         env=server_env(),
+        stdout=output,
+        stderr=output,
     )
+    if output:
+        output.close()  # the server holds its own copy
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -119,6 +132,23 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def server_log_summary(log: str) -> str:
+    """What the server logged at WARNING or above: deadline 503s and other lines."""
+    path = LOG_DIR / f"{log}.log"
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    late = sum("answered 503" in line for line in lines)
+    other = sum(
+        ("WARNING" in line or "ERROR" in line or "Traceback" in line)
+        and "answered 503" not in line
+        and "Service Unavailable" not in line
+        for line in lines
+    )
+    return (
+        f"server log {path.relative_to(ROOT)}: {late} answers 503 past the deadline, "
+        f"{other} other warnings or errors"
+    )
 
 
 def describe_server(server: str, workers: int, threads: int) -> str:
@@ -199,7 +229,7 @@ def wrk_start(
             "wrk",
             f"-t{min(threads, connections)}",
             f"-c{connections}",
-            f"-d{duration}s",
+            f"-d{max(1, round(duration))}s",
             "--timeout",
             "10s",
             "-s",
@@ -218,7 +248,7 @@ def wrk_result(process: subprocess.Popen[str]) -> dict[str, float]:
     timeouts), non_2xx (status >= 400), rps, p50_ms, p95_ms, p99_ms."""
     out, err = process.communicate()
     if process.returncode != 0:
-        raise SystemExit(f"wrk failed: {err.strip()}")
+        raise SystemExit(f"wrk failed ({process.returncode}): {err.strip()} {out.strip()}")
     summary: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return summary
 
@@ -310,6 +340,9 @@ BENCH_BUDGET_USD = Decimal("500000")
 # A bulk plan connection (claude oauth, no cooldown, 94 % left) whose readings the feed
 # benchmark flips in and out of its pool.
 FLIP_CONNECTION = "bulk-0008"
+# How long the world's readings stay fresh and its cooldowns last (the largest values the
+# settings and a Retry-After allow): longer than any run.
+STABLE_SECONDS = 86_400
 
 
 def reset_database() -> None:
@@ -336,7 +369,7 @@ def demo_world(candidates: int = 200) -> dict[str, Any]:
     rung budgets raised out of reach; on an emptied database. Returns what it holds and a
     fresh gateway token."""
     from ladder import services
-    from ladder.models import Candidate
+    from ladder.models import Candidate, Connection
     from ladder.tokens import create_token
     from tests import worlds
 
@@ -350,9 +383,20 @@ def demo_world(candidates: int = 200) -> dict[str, Any]:
         bulk -= 1
     worlds.grow_world(bulk, now)
     prices = import_litellm_prices()
+    # A world that stays put while measured: no reading turns stale and no cooldown ends
+    # during a run, so every decision change is one a benchmark's own write causes.
     tuning, _ = services.effective_settings_of(services.get_settings_row())
-    tuning.update(cheap_budget_usd=BENCH_BUDGET_USD, premium_budget_usd=BENCH_BUDGET_USD)
+    tuning.update(
+        cheap_budget_usd=BENCH_BUDGET_USD,
+        premium_budget_usd=BENCH_BUDGET_USD,
+        max_state_age_seconds=STABLE_SECONDS,
+    )
     services.update_settings(tuning, actor="bench")
+    cooling = Connection.objects.filter(cooldown_until__isnull=False)
+    for connection_id in cooling.values_list("connection_id", flat=True):
+        services.apply_event(
+            connection_id, kind="rate_limited", retry_after_seconds=STABLE_SECONDS, now=now
+        )
     _, token = create_token(f"bench-{int(time.time())}", "gateway")
     summary = worlds.world_summary()
     summary["prices"] = prices

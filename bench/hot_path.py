@@ -121,10 +121,12 @@ def phase_mixed(run: Run) -> None:
             print(f"  spend probe ({label}): {status} {body[:200]!r}")
             return
         answer = json.loads(body)
-        print(
-            f"  spend probe ({label}): {status}, rung {answer['rung']}, billed "
-            f"{answer['billed_usd']} USD, list price {answer['list_price_usd']} USD"
+        money = ", ".join(
+            f"{field} {answer[field]}"
+            for field in ("cost_usd", "billed_usd", "list_price_usd")
+            if field in answer
         )
+        print(f"  spend probe ({label}): {status}, rung {answer['rung']}, {money}")
     c = run.args.connections
     health = run.healthz()
     pools = run.load({"p": (POOL, run.wrk_options(c))})["p"]
@@ -432,6 +434,12 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=float, default=0.5, help="seconds for long polls to reach the server"
     )
+    parser.add_argument(
+        "--no-server",
+        action="store_true",
+        help="measure a server you started yourself on 127.0.0.1:$BENCH_PORT (8765), on the "
+        "same DATABASE_URL, after this script has built the world (it waits for Enter)",
+    )
     args = parser.parse_args()
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     if unknown := set(phases) - set(PHASES):
@@ -442,15 +450,24 @@ def main() -> None:
         f"world: {world['candidates']} candidates, {world['connections']} connections, "
         f"{world['readings']} readings\nprices: {world['prices']}"
     )
-    print(common.describe_server(args.server, args.workers, args.threads))
+    if args.no_server:
+        print(f"gateway token: {world['token']}")
+        input(f"start your server on {common.BASE} now, then press Enter: ")
+    else:
+        print(common.describe_server(args.server, args.workers, args.threads))
     print(f"machine reference (3M-step Python loop): {common.machine_reference():.3f} s")
     run = Run(args, world["token"])
-    server = common.start_server(args.server, workers=args.workers, threads=args.threads)
+    server = None
+    if not args.no_server:
+        serve = {"workers": args.workers, "threads": args.threads, "log": "hot_path-server"}
+        server = common.start_server(args.server, **serve)
     try:
         for phase in phases:
             RUNNERS[phase](run)
     finally:
-        common.stop_server(server)
+        if server is not None:
+            common.stop_server(server)
+            print("\n" + common.server_log_summary("hot_path-server"))
     print("\n== against the targets (#14)")
     for what, figure, verdict in run.verdicts:
         print(f"  {what:<46} {figure:<28} {verdict}")
