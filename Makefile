@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-fast lint fmt audit bench clean
+.PHONY: install run test test-fast lint fmt audit bench bench-load bench-hot bench-reentry clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed")'
@@ -48,11 +48,22 @@ fmt: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Benchmarks print figures (see bench/README.md); they need PostgreSQL and Debian's wrk.
-bench: install
+# Benchmarks print figures (see bench/README.md); they need PostgreSQL and Debian's wrk,
+# on DATABASE_URL (default postgres://...:5432/omniroute_bench; hot_path.py empties it).
+# `make bench` runs all three; each has its own target; BENCH_ARGS passes flags through,
+# e.g. `make bench-hot BENCH_ARGS="--phases mixed --duration 5"`.
+bench: bench-load bench-hot bench-reentry
+
+bench-load: install
 	@command -v wrk >/dev/null || { echo "bench needs wrk: apt-get install wrk"; exit 1; }
-	$(PY) bench/load.py
-	$(PY) bench/reentry_lag.py
+	$(PY) bench/load.py $(BENCH_ARGS)
+
+bench-hot: install
+	@command -v wrk >/dev/null || { echo "bench needs wrk: apt-get install wrk"; exit 1; }
+	$(PY) bench/hot_path.py $(BENCH_ARGS)
+
+bench-reentry: install
+	$(PY) bench/reentry_lag.py $(BENCH_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .grimp_cache
