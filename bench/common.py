@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,25 @@ import django  # noqa: E402
 
 django.setup()
 
-PORT = int(os.environ.get("BENCH_PORT", "8765"))
+
+def free_port() -> int:
+    """A port nobody listens on now: several benchmarks may run on one machine at once,
+    and one must never measure (or load) another's server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+PORT = int(os.environ.get("BENCH_PORT") or free_port())
 BASE = f"http://127.0.0.1:{PORT}"
 LUA = BENCH / "wrk_report.lua"
 SERVERS = ("gunicorn", "uvicorn")
@@ -99,6 +118,8 @@ def start_server(
 ) -> subprocess.Popen[bytes]:
     """Start the server and return once it answers `/healthz` (hello answers any path).
     With `log`, its output goes to var/bench/<log>.log (see `server_log_summary`)."""
+    if not port_is_free(PORT):
+        raise SystemExit(f"port {PORT} is in use: another server would be measured")
     output = None
     if log:
         LOG_DIR.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import os
 import socket
 import statistics
 import threading
@@ -437,10 +438,12 @@ def main() -> None:
     parser.add_argument(
         "--no-server",
         action="store_true",
-        help="measure a server you started yourself on 127.0.0.1:$BENCH_PORT (8765), on the "
+        help="measure a server you started yourself on 127.0.0.1:$BENCH_PORT, on the "
         "same DATABASE_URL, after this script has built the world (it waits for Enter)",
     )
     args = parser.parse_args()
+    if args.no_server and not os.environ.get("BENCH_PORT"):
+        parser.error("--no-server measures the server on BENCH_PORT: set it")
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     if unknown := set(phases) - set(PHASES):
         parser.error(f"unknown phases {sorted(unknown)}: choose from {', '.join(PHASES)}")
