@@ -164,6 +164,7 @@ def server_log_summary(log: str) -> str:
         ("WARNING" in line or "ERROR" in line or "Traceback" in line)
         and "answered 503" not in line
         and "Service Unavailable" not in line
+        and "Not Found" not in line  # a skipped phase's probe
         for line in lines
     )
     return (
