@@ -76,7 +76,9 @@ def server_command(server: str, *, workers: int, threads: int, app: str = "proje
     """The command that serves `app` ("project", or "hello": bench/hello.py, the floor)
     with `server`: "gunicorn" (`omniroute_admin.wsgi`; gthread with `threads` threads
     per worker, sync when `threads` is 1) or "uvicorn" (`omniroute_admin.asgi`; one event
-    loop per worker, `threads` unused)."""
+    loop per worker, `threads` unused). Beware uvicorn's issue #3149: with `--workers`
+    above 1 its listening socket loses TCP_NODELAY on Linux (about 40 ms a keep-alive
+    request); bench/README.md shows it."""
     if server == "gunicorn":
         target = "omniroute_admin.wsgi:application" if app == "project" else "hello:app"
         command = [sys.executable, "-m", "gunicorn", target, "-b", f"127.0.0.1:{PORT}"]

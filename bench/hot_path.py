@@ -64,6 +64,7 @@ class Run:
         self.args = args
         self.token = token
         self.verdicts: list[tuple[str, str, str]] = []  # (what, figure, target verdict)
+        self.figures: dict[str, Any] = {}  # every wrk summary and feed figure, by name
 
     def load(
         self, runs: dict[str, tuple[str, dict[str, Any]]], duration: float | None = None
@@ -144,6 +145,7 @@ def phase_mixed(run: Run) -> None:
             ),
         }
     )
+    run.figures["mixed"] = {"healthz": health, "pools": pools, **both}
     h = health["rps"]
     print(common.HEADER)
     print(common.row("/healthz", health, h))
@@ -206,6 +208,7 @@ def phase_batch(run: Run) -> None:
     stored = SpendEntry.objects.count() - before
     answered = (result["requests"] - result["non_2xx"]) * size
     rate = answered / (result["requests"] / result["rps"]) if result["requests"] else 0.0
+    run.figures["batch"] = {"wrk": result, "entries_per_s": rate, "stored": stored}
     print(common.HEADER)
     print(common.row(f"POST batch ({run.args.batch_connections} conn)", result, None))
     print(
@@ -237,6 +240,10 @@ def phase_revalidate(run: Run) -> None:
     c = run.args.connections
     health = run.healthz()
     result = run.load({"r": (POOL, run.wrk_options(c, BENCH_IF_NONE_MATCH=tag))})["r"]
+    run.figures["revalidate"] = {"healthz": health, "304": result}
+    after, _, _ = common.http("GET", POOL, token=run.token, headers={"If-None-Match": tag})
+    if after != 304:  # wrk counts only statuses >= 400: a 200 would pass unseen
+        print(f"  the tag changed during the run (now {after}): some answers were 200s")
     print(common.HEADER)
     print(common.row("/healthz", health, health["rps"]))
     print(common.row("GET pools, If-None-Match (304)", result, health["rps"]))
@@ -349,6 +356,8 @@ def phase_feed(run: Run) -> None:
     finally:
         for client in clients:
             client.close()
+    run.figures["propagation_ms"] = latencies
+    run.figures["propagation_missed"] = missed
     if latencies:
         ordered = sorted(latencies)
         p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -398,6 +407,7 @@ def waiting_clients(run: Run) -> None:
         stop.set()
         for client in clients:
             client.close()
+    run.figures["waiting"] = {"alone": alone, "waiting": waiting, "refused": refused}
     print(common.HEADER)
     print(common.row("GET pools, nobody waiting", alone, alone["rps"]))
     print(common.row(f"GET pools, {count} waiting", waiting, alone["rps"]))
@@ -458,8 +468,11 @@ def main() -> None:
         input(f"start your server on {common.BASE} now, then press Enter: ")
     else:
         print(common.describe_server(args.server, args.workers, args.threads))
-    print(f"machine reference (3M-step Python loop): {common.machine_reference():.3f} s")
+    reference = common.machine_reference()
+    print(f"machine reference (3M-step Python loop): {reference:.3f} s")
     run = Run(args, world["token"])
+    run.figures["machine_reference_s"] = reference
+    run.figures["server"] = common.describe_server(args.server, args.workers, args.threads)
     server = None
     if not args.no_server:
         serve = {"workers": args.workers, "threads": args.threads, "log": "hot_path-server"}
@@ -474,6 +487,11 @@ def main() -> None:
     print("\n== against the targets (#14)")
     for what, figure, verdict in run.verdicts:
         print(f"  {what:<46} {figure:<28} {verdict}")
+    common.LOG_DIR.mkdir(parents=True, exist_ok=True)
+    path = common.LOG_DIR / f"hot_path-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    record = {"args": vars(args), "figures": run.figures, "verdicts": run.verdicts}
+    path.write_text(json.dumps(record, indent=1, default=str))
+    print(f"\nevery figure: {path.relative_to(common.ROOT)}")
 
 
 if __name__ == "__main__":
