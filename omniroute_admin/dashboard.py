@@ -20,7 +20,7 @@ from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -113,7 +113,13 @@ def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
             raise PermissionDenied("This account has no dashboard role (viewer or operator).")
         if needs_operator and not role.can_edit:
             raise PermissionDenied("Only operators can change this.")
-        return vary_on_htmx(view(request, *args, **kwargs))
+        try:
+            response = view(request, *args, **kwargs)
+        except Http404 as missing:
+            # The dashboard's own page (with its navigation), also under DEBUG, where
+            # Django would otherwise answer with its technical 404 page.
+            response = not_found_page(request, str(missing))
+        return vary_on_htmx(response)
 
     return guarded  # type: ignore[return-value]
 
@@ -150,6 +156,16 @@ def render(
         **context,
     }
     return TemplateResponse(request, name, page_context, status=status)
+
+
+NOT_FOUND_TEMPLATE = "404.html"
+
+
+def not_found_page(request: HtmxHttpRequest, message: str) -> TemplateResponse:
+    """The dashboard's 404: the page, or its `not-found` fragment for HTMX."""
+    return render(
+        request, NOT_FOUND_TEMPLATE, {"missing": message}, partials=("not-found",), status=404
+    )
 
 
 def done(
