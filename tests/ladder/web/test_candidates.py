@@ -35,3 +35,27 @@ def test_smoke(client: Client) -> None:
     assert r.status_code == 200
     r = client.get("/candidates/999/")
     print(r.status_code, r.content.decode()[-800:])
+
+
+def test_smoke_connections(client: Client) -> None:
+    make_connection("claude-max-1")
+    make_reading("claude-max-1", remaining_percent=50.0)
+    make_connection("openai-key", provider="openai", auth_type="api_key")
+    make_candidate()
+    signed_in(client, "olga", "operator")
+    for url in ["/connections/", "/connections/?state=no-candidate&sort=-quota", "/connections/?sort=-connection&rung=zz"]:
+        r = client.get(url)
+        assert r.status_code == 200, url
+    print(r.content.decode()[r.content.decode().index("<thead"):][:6000])
+
+
+def test_smoke_detail(client: Client) -> None:
+    make_connection("claude-max-1")
+    make_connection("openai-key", provider="openai", auth_type="api_key")
+    make_candidate()
+    signed_in(client, "olga", "operator")
+    r = client.get("/connections/claude-max-1/")
+    html = r.content.decode()
+    print(html[html.index('id="connection-pools"'):html.index('class="card chart-card"')])
+    r = client.get("/connections/nope/")
+    print(r.status_code, r.content.decode()[-700:])
