@@ -193,3 +193,34 @@ def int_param(request: HttpRequest, name: str) -> int | None:
     """A non-negative id from the query (`?edit=3`); None when absent or not one."""
     value = request.GET.get(name, "")
     return int(value) if value.isdigit() and len(value) < 19 else None
+
+
+# Dashboard URL names a viewer may POST to: signing out is not a change.
+VIEWER_POSTS = frozenset({"login", "logout"})
+DASHBOARD_APPS = frozenset({"ladder", "billing"})
+
+
+class ViewerWritesForbiddenMiddleware:
+    """A viewer's write to any dashboard URL is a 403, whatever the URL's methods: the
+    answer is "you may not change this", not "this URL takes no POST" (a 405 would hide
+    the reason, and differ between the pages and the write URLs)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
+    ) -> None:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        match = request.resolver_match
+        if match is None or match.app_name not in DASHBOARD_APPS:
+            return
+        if match.url_name in VIEWER_POSTS or not request.user.is_authenticated:
+            return
+        role = role_of(request.user)
+        if role is not None and not role.can_edit:
+            raise PermissionDenied("Only operators can change this.")
