@@ -10,13 +10,13 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from billing.models import MODEL_MAX_LENGTH as CANDIDATE_MODEL_MAX_LENGTH
+from billing.models import PROVIDER_MAX_LENGTH as CANDIDATE_PROVIDER_MAX_LENGTH
 from ladder.core.notifications import SUBSCRIBABLE_KINDS
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELDS, TuningField
 from ladder.core.webhooks import MAX_URL_LENGTH
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
-from billing.models import MODEL_MAX_LENGTH as CANDIDATE_MODEL_MAX_LENGTH
-from billing.models import PROVIDER_MAX_LENGTH as CANDIDATE_PROVIDER_MAX_LENGTH
 from ladder.services import CandidateInput, ConnectionInput, validate_settings
 from ladder.services.webhooks import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
 from ladder.services.webhooks import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput

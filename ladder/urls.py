@@ -61,9 +61,7 @@ urlpatterns = [
     path("candidates/", candidates.candidates, name="candidates"),
     path("candidates/add/", candidates.candidate_add, name="candidate-add"),
     path("candidates/<int:candidate_id>/", candidates.candidate_detail, name="candidate"),
-    path(
-        "candidates/<int:candidate_id>/edit/", candidates.candidate_edit, name="candidate-edit"
-    ),
+    path("candidates/<int:candidate_id>/edit/", candidates.candidate_edit, name="candidate-edit"),
     path(
         "candidates/<int:candidate_id>/delete/",
         candidates.candidate_delete,

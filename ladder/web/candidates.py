@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpResponseBase
@@ -16,8 +17,6 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
-
-from django.contrib import messages
 
 from ladder import services
 from ladder.forms import CandidateForm
@@ -226,9 +225,7 @@ def candidate_edit(request: HtmxHttpRequest, candidate_id: int) -> HttpResponseB
     if not form.is_valid():
         return _edit_panel(request, candidate, status=422, form=form)
     try:
-        saved = services.save_candidate(
-            form.candidate_input(), candidate_id, actor=_actor(request)
-        )
+        saved = services.save_candidate(form.candidate_input(), candidate_id, actor=_actor(request))
     except services.NotFound:  # deleted meanwhile: never recreate it from an edit
         messages.error(request, f"No candidate {candidate_id}: nothing was saved.")
         return _to_list(request)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from django.utils.http import urlencode
+
 from billing.classify import Billing
 from ladder.core import Decision, Exclusion, Rung
 from ladder.web.presenters import ConnectionRow
@@ -181,8 +183,7 @@ class SortLink:
 
 
 def sort_links(query: ListQuery, search: str) -> dict[str, SortLink]:
-    from django.utils.http import urlencode
-
+    """Each column's sort link, keeping the search and the filters."""
     links = {}
     for column in SORTS:
         is_current = query.sort == column

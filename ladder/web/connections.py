@@ -23,7 +23,6 @@ from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm
 from ladder.models import Candidate, Connection, is_connection_id
 from ladder.web.candidate_rows import candidates_naming
-from ladder.web.onboarding import push_instructions
 from ladder.web.charts import remaining_chart
 from ladder.web.connection_states import (
     BILLING_CHOICES,
@@ -36,6 +35,7 @@ from ladder.web.connection_states import (
     sort_links,
     stand_state,
 )
+from ladder.web.onboarding import push_instructions
 from ladder.web.presenters import CONNECTIONS_PER_PAGE, connection_table
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import (
@@ -181,7 +181,9 @@ def connection_detail_context(
         "state": stand_state(row, membership),
         "membership": membership,
         "naming": naming,
-        "push": push_instructions(row.connection, table.config, base_url) if not row.can_refresh else None,
+        "push": push_instructions(row.connection, table.config, base_url)
+        if not row.can_refresh
+        else None,
         "config": table.config,
         "chart": remaining_chart(readings, transitions, table.config, since, now),
         "readings": readings,
@@ -204,9 +206,7 @@ def origin(request: HttpRequest) -> str:
 def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
     """One connection: its status and a chart of the last 24 hours with its transitions;
     for operators its edit form (`?confirm-delete` asks to confirm its deletion)."""
-    context = connection_detail_context(
-        dashboard.current_time(), connection_id, origin(request)
-    )
+    context = connection_detail_context(dashboard.current_time(), connection_id, origin(request))
     context.update(
         connection_edit_context(
             context["row"].connection, is_confirming_delete=CONFIRM_DELETE in request.GET

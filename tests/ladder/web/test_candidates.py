@@ -230,7 +230,11 @@ def test_an_htmx_add_answers_the_panel_and_tells_the_table_to_reload(
             "categories",
             "Not a category: 'bad/one' (letters, digits, '.', '_' and '-', at most 64 characters).",
         ),
-        ({"priority": "2000000"}, "priority", "Ensure this value is less than or equal to 1000000."),
+        (
+            {"priority": "2000000"},
+            "priority",
+            "Ensure this value is less than or equal to 1000000.",
+        ),
         ({"provider": ""}, "provider", "This field is required."),
     ],
 )
@@ -332,7 +336,9 @@ def test_a_viewer_sees_the_candidate_page_without_forms(
 # --- a candidate's page and its partials ----------------------------------------------------
 
 
-def test_the_candidate_page_and_its_fragments(world: dict[str, Candidate], operator: Client) -> None:
+def test_the_candidate_page_and_its_fragments(
+    world: dict[str, Candidate], operator: Client
+) -> None:
     key = world["key"]
     page = parse(operator.get(f"/candidates/{key.pk}/").content)
     assert page.by_tag("h1")[0].text == f"openai/gpt-4o #{key.pk}"

@@ -51,7 +51,10 @@ def operator(client: Client) -> Client:
 
 def _ids(html: bytes | str) -> list[str]:
     page = parse(html)
-    return [row.attrs["data-connection"] for row in page.find_all(lambda e: "data-connection" in e.attrs)]
+    return [
+        row.attrs["data-connection"]
+        for row in page.find_all(lambda e: "data-connection" in e.attrs)
+    ]
 
 
 def _states(html: bytes) -> dict[str, str]:
@@ -89,7 +92,10 @@ def test_every_row_says_where_the_connection_stands(world: None, operator: Clien
         ("sort=quota", ["plan-b", "plan-a", "key-d", "key-e", "lone-f", "push-c"]),
         ("sort=-quota", ["plan-a", "plan-b", "key-d", "key-e", "lone-f", "push-c"]),
         ("sort=state", ["key-d", "plan-a", "push-c", "key-e", "plan-b", "lone-f"]),
-        ("rung=nonsense&state=%00&sort=drop", ["key-d", "key-e", "lone-f", "plan-a", "plan-b", "push-c"]),
+        (
+            "rung=nonsense&state=%00&sort=drop",
+            ["key-d", "key-e", "lone-f", "plan-a", "plan-b", "push-c"],
+        ),
     ],
 )
 def test_filters_and_sorts_with_and_without_htmx(
@@ -215,7 +221,9 @@ def test_a_connection_page_says_in_play_only_when_it_is_in_a_pool(
 
     card = page.find_all(lambda e: e.attrs.get("data-announce-item") == "Hysteresis and cooldown")
     first = card[0].by_tag("p")[0]
-    assert " ".join(s.text for s in first.by_tag("span")[:2]).startswith(hysteresis.split(" above")[0])
+    assert " ".join(s.text for s in first.by_tag("span")[:2]).startswith(
+        hysteresis.split(" above")[0]
+    )
     assert page.by_id("connection-pools").by_tag("h2")[0].text == f"Pools {state}"
     if connection_id == "key-e":
         assert first.text.startswith(hysteresis)
@@ -236,7 +244,8 @@ def test_the_connection_page_lists_its_pools_and_the_candidates_naming_it(
         "entry covers openai with auth api_key: uncurated is treated as metered"
     ]
     assert [
-        (li.text, li.by_tag("a")[0].attrs["href"]) for li in pools.by_class("naming")[0].by_tag("li")
+        (li.text, li.by_tag("a")[0].attrs["href"])
+        for li in pools.by_class("naming")[0].by_tag("li")
     ] == [(f"openai/gpt-4o #{key.pk} · in its allowlist", f"/candidates/{key.pk}/")]
 
 
@@ -271,9 +280,7 @@ def test_the_status_fragment_carries_the_pools_and_push_cards(
 @pytest.mark.parametrize(
     "url", ["/", "/connections/", "/connections/plan-a/", "/pools/", "/settings/", "/catalog/"]
 )
-def test_a_viewers_post_to_a_page_is_a_403_not_a_405(
-    world: None, client: Client, url: str
-) -> None:
+def test_a_viewers_post_to_a_page_is_a_403_not_a_405(world: None, client: Client, url: str) -> None:
     signed_in(client, "vera", "viewer")
 
     assert client.post(url).status_code == 403
