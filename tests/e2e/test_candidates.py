@@ -12,6 +12,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from ladder.models import Candidate
 from tests.e2e.conftest import sign_in
+from tests.e2e.test_accessibility import _serious_violations
 from tests.worlds import make_user, seed_demo_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -47,4 +48,10 @@ def test_a_candidate_created_in_the_dashboard_appears_in_the_pool_entries(
     expect(entries.first).to_have_text(re.compile(r"openai/gpt-e2e-model\s+via\s+openai-key"))
     page.goto(f"{live_server.url}/pools/?auto_id=auto/thrifty")
     expect(page.locator(".pool-entries li", has_text="openai/gpt-e2e-model")).to_have_count(1)
+    # The new candidate's own page: where it lands, with no serious accessibility issue.
+    page.goto(f"{live_server.url}/candidates/{added.pk}/")
+    # A metered key: in both thrifty pools, left out of both subscription pools.
+    expect(page.locator("#candidate-status .placement-in")).to_have_count(2)
+    expect(page.locator("#candidate-status .placement-out")).to_have_count(2)
+    assert _serious_violations(page) == []
     assert [e for e in console_errors if "Content Security Policy" in e] == []
