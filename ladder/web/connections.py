@@ -77,10 +77,10 @@ def connections_context(request: HttpRequest, now: datetime) -> dict[str, Any]:
     )
     # Where each connection stands in the published pools (six queries, any fleet size).
     standing = memberships(services.decide_published(now=now))
-    rows = [
-        StandingRow(row, stand_state(row, standing.get(row.connection.connection_id)), None)
-        for row in table.rows
-    ]
+    rows = []
+    for row in table.rows:
+        membership = standing.get(row.connection.connection_id)
+        rows.append(StandingRow(row, stand_state(row, membership), membership))
     page: Page[Any] | Page[StandingRow]
     if query.is_computed:
         page = Paginator(filtered_sorted(rows, query), CONNECTIONS_PER_PAGE).get_page(
