@@ -26,7 +26,12 @@ run: install .env
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py first_run
 	@echo "Serving http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all of them."
-	$(VENV)/bin/honcho --no-prefix -f Procfile start
+	@# Ctrl-C is the way to stop: honcho then exits 130 (SIGINT) or 143 (SIGTERM), a
+	@# clean stop, not an error for make to report.
+	@$(VENV)/bin/honcho --no-prefix -f Procfile start; status=$$?; \
+	if [ $$status -eq 130 ] || [ $$status -eq 143 ]; then \
+		echo "Stopped: web, worker and beat are down."; \
+	else exit $$status; fi
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -3,18 +3,21 @@ webhooks. The services validate again; these give the browser field-level messag
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
+from billing.models import MODEL_MAX_LENGTH as CANDIDATE_MODEL_MAX_LENGTH
+from billing.models import PROVIDER_MAX_LENGTH as CANDIDATE_PROVIDER_MAX_LENGTH
 from ladder.core.notifications import SUBSCRIBABLE_KINDS
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELDS, TuningField
 from ladder.core.webhooks import MAX_URL_LENGTH
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
-from ladder.services import ConnectionInput, validate_settings
+from ladder.services import CandidateInput, ConnectionInput, validate_settings
 from ladder.services.webhooks import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
 from ladder.services.webhooks import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 
@@ -259,4 +262,93 @@ class WebhookEditForm(WebhookForm):
         self.fields["secret"].help_text = (
             "Leave empty to keep the stored secret; a new one replaces it (or use "
             "“New secret” to have one generated)."
+        )
+
+
+# The API's rules for a candidate (ladder/schemas.py `CandidateIn`).
+CATEGORY_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MAX_CATEGORIES = 32
+MAX_ALLOWED_CONNECTIONS = 64
+PRIORITY_LIMIT = 1_000_000
+
+
+def _words(value: str) -> list[str]:
+    """Items typed separated by commas, spaces or new lines, each once, in order."""
+    return list(dict.fromkeys(item for item in re.split(r"[\s,]+", value) if item))
+
+
+class CandidateForm(forms.Form):
+    """A registered candidate: a (provider, model) pair, its categories and priority, and
+    where it may be served: one pinned connection, or an allowlist of them."""
+
+    provider = forms.CharField(label="Provider", max_length=CANDIDATE_PROVIDER_MAX_LENGTH)
+    model = forms.CharField(label="Model", max_length=CANDIDATE_MODEL_MAX_LENGTH)
+    categories = forms.CharField(
+        label="Categories",
+        required=False,
+        help_text="Separated by commas or spaces, such as coding, chat. Each category "
+        "publishes auto/<category>:subscription and auto/<category>:thrifty.",
+    )
+    priority = forms.IntegerField(
+        label="Priority",
+        initial=0,
+        min_value=-PRIORITY_LIMIT,
+        max_value=PRIORITY_LIMIT,
+        help_text="Lower first: the order of the candidates within a rung.",
+    )
+    connection_id = forms.CharField(
+        label="Pinned connection",
+        required=False,
+        max_length=128,
+        validators=[validate_connection_id],
+        help_text="Served only by this connection. Leave empty to use the allowlist.",
+    )
+    allowed_connection_ids = forms.CharField(
+        label="Allowlist",
+        required=False,
+        help_text="Or: connection ids separated by commas or spaces; the pool keeps the "
+        "ones that pass, in this order.",
+    )
+
+    def clean_categories(self) -> list[str]:
+        categories = _words(self.cleaned_data["categories"])
+        bad = [c for c in categories if not CATEGORY_PATTERN.fullmatch(c)]
+        if bad:
+            raise ValidationError(
+                f"Not a category: {bad[0][:64]!r} (letters, digits, '.', '_' and '-', "
+                "at most 64 characters)."
+            )
+        if len(categories) > MAX_CATEGORIES:
+            raise ValidationError(f"At most {MAX_CATEGORIES} categories.")
+        return categories
+
+    def clean_allowed_connection_ids(self) -> list[str]:
+        allowed = _words(self.cleaned_data["allowed_connection_ids"])
+        for connection_id in allowed:
+            validate_connection_id(connection_id)
+        if len(allowed) > MAX_ALLOWED_CONNECTIONS:
+            raise ValidationError(f"At most {MAX_ALLOWED_CONNECTIONS} connections.")
+        return allowed
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if "connection_id" in self.cleaned_data and "allowed_connection_ids" in self.cleaned_data:
+            pinned = self.cleaned_data["connection_id"] or None
+            allowed = self.cleaned_data["allowed_connection_ids"]
+            if (pinned is None) == (not allowed):
+                self.add_error(
+                    "connection_id",
+                    "Give exactly one: a pinned connection, or an allowlist of connections.",
+                )
+        return cleaned
+
+    def candidate_input(self) -> CandidateInput:
+        data = self.cleaned_data
+        return CandidateInput(
+            provider=data["provider"],
+            model=data["model"],
+            categories=tuple(data["categories"]),
+            priority=data["priority"],
+            connection_id=data["connection_id"] or None,
+            allowed_connection_ids=tuple(data["allowed_connection_ids"]) or None,
         )

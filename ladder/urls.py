@@ -3,7 +3,17 @@ confirm state, so every state has a real URL); every write is a POST to its own 
 
 from django.urls import path, register_converter
 
-from ladder.web import auth, connections, notifications, overview, pools, reports, settings, tokens
+from ladder.web import (
+    auth,
+    candidates,
+    connections,
+    notifications,
+    overview,
+    pools,
+    reports,
+    settings,
+    tokens,
+)
 
 
 class ConnectionIdConverter:
@@ -47,6 +57,15 @@ urlpatterns = [
         "connections/<connection_id:connection_id>/delete/",
         connections.connection_delete,
         name="connection-delete",
+    ),
+    path("candidates/", candidates.candidates, name="candidates"),
+    path("candidates/add/", candidates.candidate_add, name="candidate-add"),
+    path("candidates/<int:candidate_id>/", candidates.candidate_detail, name="candidate"),
+    path("candidates/<int:candidate_id>/edit/", candidates.candidate_edit, name="candidate-edit"),
+    path(
+        "candidates/<int:candidate_id>/delete/",
+        candidates.candidate_delete,
+        name="candidate-delete",
     ),
     path("pools/", pools.pools, name="pools"),
     path("reports/simulation/", reports.simulation_report, name="simulation-report"),

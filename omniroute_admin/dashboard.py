@@ -20,7 +20,7 @@ from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -113,7 +113,13 @@ def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
             raise PermissionDenied("This account has no dashboard role (viewer or operator).")
         if needs_operator and not role.can_edit:
             raise PermissionDenied("Only operators can change this.")
-        return vary_on_htmx(view(request, *args, **kwargs))
+        try:
+            response = view(request, *args, **kwargs)
+        except Http404 as missing:
+            # The dashboard's own page (with its navigation), also under DEBUG, where
+            # Django would otherwise answer with its technical 404 page.
+            response = not_found_page(request, str(missing))
+        return vary_on_htmx(response)
 
     return guarded  # type: ignore[return-value]
 
@@ -152,6 +158,16 @@ def render(
     return TemplateResponse(request, name, page_context, status=status)
 
 
+NOT_FOUND_TEMPLATE = "404.html"
+
+
+def not_found_page(request: HtmxHttpRequest, message: str) -> TemplateResponse:
+    """The dashboard's 404: the page, or its `not-found` fragment for HTMX."""
+    return render(
+        request, NOT_FOUND_TEMPLATE, {"missing": message}, partials=("not-found",), status=404
+    )
+
+
 def done(
     request: HtmxHttpRequest,
     message: str,
@@ -177,3 +193,34 @@ def int_param(request: HttpRequest, name: str) -> int | None:
     """A non-negative id from the query (`?edit=3`); None when absent or not one."""
     value = request.GET.get(name, "")
     return int(value) if value.isdigit() and len(value) < 19 else None
+
+
+# Dashboard URL names a viewer may POST to: signing out is not a change.
+VIEWER_POSTS = frozenset({"login", "logout"})
+DASHBOARD_APPS = frozenset({"ladder", "billing"})
+
+
+class ViewerWritesForbiddenMiddleware:
+    """A viewer's write to any dashboard URL is a 403, whatever the URL's methods: the
+    answer is "you may not change this", not "this URL takes no POST" (a 405 would hide
+    the reason, and differ between the pages and the write URLs)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
+    ) -> None:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        match = request.resolver_match
+        if match is None or match.app_name not in DASHBOARD_APPS:
+            return
+        if match.url_name in VIEWER_POSTS or not request.user.is_authenticated:
+            return
+        role = role_of(request.user)
+        if role is not None and not role.can_edit:
+            raise PermissionDenied("Only operators can change this.")

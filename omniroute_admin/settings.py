@@ -96,6 +96,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A viewer's POST anywhere in the dashboard is a 403 (never a 405).
+    "omniroute_admin.dashboard.ViewerWritesForbiddenMiddleware",
 ]
 
 ROOT_URLCONF = "omniroute_admin.urls"

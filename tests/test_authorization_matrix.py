@@ -55,6 +55,12 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "connections/<connection_id:connection_id>/refresh/"): DASHBOARD_WRITE,
     ("POST", "connections/<connection_id:connection_id>/edit/"): DASHBOARD_WRITE,
     ("POST", "connections/<connection_id:connection_id>/delete/"): DASHBOARD_WRITE,
+    ("GET", "candidates/"): PAGE,
+    ("GET", "candidates/<int:candidate_id>/"): PAGE,
+    ("POST", "candidates/add/"): DASHBOARD_WRITE,
+    ("POST", "candidates/<int:candidate_id>/edit/"): DASHBOARD_WRITE,
+    # The last write of the matrix on its candidate: a delete (the world is fresh per case).
+    ("POST", "candidates/<int:candidate_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("GET", "settings/"): PAGE,

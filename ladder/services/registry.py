@@ -122,8 +122,25 @@ def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] 
         )
 
 
-def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Candidate:
-    """Create a candidate, or replace one's fields (NotFound when it does not exist)."""
+def candidate_snapshot(candidate: Candidate) -> dict[str, object]:
+    """The audited fields of a candidate."""
+    return {
+        "provider": candidate.provider,
+        "model": candidate.model,
+        "categories": list(candidate.categories or []),
+        "priority": candidate.priority,
+        "connection_id": candidate.connection_id,
+        "allowed_connection_ids": list(candidate.allowed_connection_ids)
+        if candidate.allowed_connection_ids
+        else None,
+    }
+
+
+def save_candidate(
+    data: CandidateInput, candidate_id: int | None = None, *, actor: str | None = None
+) -> Candidate:
+    """Create a candidate, or replace one's fields (NotFound when it does not exist).
+    With an `actor` (a dashboard user) the write is audited in the same transaction."""
     validate_candidate_target(data.connection_id, data.allowed_connection_ids)
     refuse_bad_ids("connection_id", [data.connection_id])
     refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
@@ -135,6 +152,7 @@ def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Can
             if found is None:
                 raise NotFound(f"No candidate {candidate_id}.")
             candidate = found
+        before = candidate_snapshot(candidate) if candidate_id is not None else None
         candidate.provider = data.provider
         candidate.model = data.model
         candidate.categories = list(dict.fromkeys(data.categories))
@@ -145,13 +163,35 @@ def save_candidate(data: CandidateInput, candidate_id: int | None = None) -> Can
         )
         candidate.save()
         billing_services.bump(ChangeCounter.STATE)
+        if actor is not None:
+            billing_services.record_audit(
+                target_type="candidate",
+                target_id=candidate.pk,
+                action="create" if candidate_id is None else "update",
+                actor=actor,
+                before=before,
+                after=candidate_snapshot(candidate),
+            )
     return candidate
 
 
-def delete_candidate(candidate_id: int) -> bool:
-    """Remove a registered candidate; False when there was none."""
+def delete_candidate(candidate_id: int, *, actor: str | None = None) -> bool:
+    """Remove a registered candidate; False when there was none. With an `actor` the
+    deletion is audited in the same transaction."""
     with transaction.atomic():
-        deleted, _ = Candidate.objects.filter(pk=candidate_id).delete()
-        if deleted:
-            billing_services.bump(ChangeCounter.STATE)
-    return deleted > 0
+        found = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
+        if found is None:
+            return False
+        before = candidate_snapshot(found)
+        found.delete()
+        billing_services.bump(ChangeCounter.STATE)
+        if actor is not None:
+            billing_services.record_audit(
+                target_type="candidate",
+                target_id=candidate_id,
+                action="delete",
+                actor=actor,
+                before=before,
+                after=None,
+            )
+    return True

@@ -8,6 +8,7 @@ from functools import wraps
 from typing import Any, cast
 
 from django.contrib import messages
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -20,9 +21,22 @@ from django_htmx.http import HttpResponseClientRedirect
 from ladder import services
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm
-from ladder.models import Connection, is_connection_id
+from ladder.models import Candidate, Connection, is_connection_id
+from ladder.web.candidate_rows import candidates_naming
 from ladder.web.charts import remaining_chart
-from ladder.web.presenters import connection_table
+from ladder.web.connection_states import (
+    BILLING_CHOICES,
+    RUNG_CHOICES,
+    StandingRow,
+    StandState,
+    filtered_sorted,
+    list_query,
+    memberships,
+    sort_links,
+    stand_state,
+)
+from ladder.web.onboarding import push_instructions
+from ladder.web.presenters import CONNECTIONS_PER_PAGE, connection_table
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
@@ -35,6 +49,8 @@ from omniroute_admin.dashboard import (
 )
 
 HISTORY_HOURS = 24
+# The table's column titles, in the order of connection_states.SORTS.
+SORT_TITLES = ("Connection", "Billing", "Rung", "Quota", "State", "Cooldown", "Reading")
 CONNECTIONS_TEMPLATE = "ladder/connections.html"
 
 
@@ -52,21 +68,51 @@ def connection_id_or_404(view: ViewFunction) -> ViewFunction:
 
 
 def connections_context(request: HttpRequest, now: datetime) -> dict[str, Any]:
-    """The connections page: one page of the table (search and page from the query)."""
+    """The connections page: one page of the table, filtered and sorted (search, filters,
+    sort and page from the query string, so every view of the list has its URL)."""
     search = search_param(request)
-    table = connection_table(now, search=search, page_number=request.GET.get("page"))
-    page_number = table.page.number if table.page is not None else 1
-    search_params = {"q": search} if search else {}
+    query = list_query(request.GET)
+    table = connection_table(
+        now, search=search, page_number=request.GET.get("page"), is_whole=query.is_computed
+    )
+    # Where each connection stands in the published pools (six queries, any fleet size).
+    standing = memberships(services.decide_published(now=now))
+    rows = []
+    for row in table.rows:
+        membership = standing.get(row.connection.connection_id)
+        rows.append(StandingRow(row, stand_state(row, membership), membership))
+    page: Page[Any] | Page[StandingRow]
+    if query.is_computed:
+        page = Paginator(filtered_sorted(rows, query), CONNECTIONS_PER_PAGE).get_page(
+            request.GET.get("page")
+        )
+        page_rows = list(page.object_list)
+    else:
+        assert table.page is not None
+        page = table.page
+        page_rows = rows
+    filter_params = {**({"q": search} if search else {}), **query.params()}
     return {
         "now": now,
-        "table": table,
+        "rows": page_rows,
+        "page": page,
         "config": table.config,
         "search": search,
-        "search_params": urlencode(search_params),
-        "query_string": urlencode({**search_params, "page": str(page_number)}),
+        "list_query": query,
+        "search_params": urlencode(filter_params),
+        "query_string": urlencode({**filter_params, "page": str(page.number)}),
+        "sort_columns": [
+            (title, link)
+            for title, link in zip(SORT_TITLES, sort_links(query, search).values(), strict=True)
+        ],
+        "rung_choices": RUNG_CHOICES,
+        "billing_choices": BILLING_CHOICES,
+        "state_choices": [(state.slug, state.value) for state in StandState],
+        "unnamed_count": sum(1 for r in rows if r.state is StandState.NO_CANDIDATE),
         # Built once: reversing a URL per row is measurable on 500 connections.
         "connection_base": reverse("ladder:connections"),
         "catalog_url": reverse("billing:catalog"),
+        "candidate_add_url": reverse("ladder:candidates"),
     }
 
 
@@ -117,23 +163,41 @@ def refresh_connection(request: HtmxHttpRequest, connection_id: str) -> HttpResp
 CONNECTION_DETAIL_TEMPLATE = "ladder/connection_detail.html"
 
 
-def connection_detail_context(now: datetime, connection_id: str) -> dict[str, Any]:
-    """One connection's status, its last 24 hours of readings and its transitions."""
+def connection_detail_context(
+    now: datetime, connection_id: str, base_url: str = ""
+) -> dict[str, Any]:
+    """One connection's status, where it stands in the published pools, the candidates
+    that name it, its last 24 hours of readings and its transitions."""
     table = connection_table(now, connection_id=connection_id)
     row = table.rows[0]
     since = now - timedelta(hours=HISTORY_HOURS)
     readings = services.reading_history(row.connection, since=since)
     transitions = services.transition_history(row.connection, since=since)
+    membership = memberships(services.decide_published(now=now)).get(connection_id)
+    naming = candidates_naming(connection_id, Candidate.objects.order_by("priority", "id"))
     return {
         "now": now,
         "row": row,
+        "state": stand_state(row, membership),
+        "membership": membership,
+        "naming": naming,
+        "push": push_instructions(row.connection, table.config, base_url)
+        if not row.can_refresh
+        else None,
         "config": table.config,
         "chart": remaining_chart(readings, transitions, table.config, since, now),
         "readings": readings,
         "readings_count": len(readings),
         "transitions": transitions,
         "history_hours": HISTORY_HOURS,
+        "candidate_base": reverse("ladder:candidates"),
     }
+
+
+def origin(request: HttpRequest) -> str:
+    """This server as the browser reached it ("https://admin.example"), for the requests
+    a page tells an operator to send."""
+    return request.build_absolute_uri("/").rstrip("/")
 
 
 @require_GET
@@ -142,7 +206,7 @@ def connection_detail_context(now: datetime, connection_id: str) -> dict[str, An
 def connection_detail(request: HtmxHttpRequest, connection_id: str) -> TemplateResponse:
     """One connection: its status and a chart of the last 24 hours with its transitions;
     for operators its edit form (`?confirm-delete` asks to confirm its deletion)."""
-    context = connection_detail_context(dashboard.current_time(), connection_id)
+    context = connection_detail_context(dashboard.current_time(), connection_id, origin(request))
     context.update(
         connection_edit_context(
             context["row"].connection, is_confirming_delete=CONFIRM_DELETE in request.GET
@@ -206,7 +270,9 @@ def _edit_panel(
     context = connection_edit_context(connection, **edit)
     if not request.htmx or request.htmx.history_restore_request:
         context = {
-            **connection_detail_context(dashboard.current_time(), connection.connection_id),
+            **connection_detail_context(
+                dashboard.current_time(), connection.connection_id, origin(request)
+            ),
             **context,
         }
     return render(

@@ -203,10 +203,12 @@ def connection_table(
     connection_id: str | None = None,
     search: str = "",
     page_number: str | None = None,
+    is_whole: bool = False,
 ) -> ConnectionTable:
     """Rows for one page of connections (or one connection) in a fixed number of
     queries: count, connections with their readings, catalog, settings, candidates and
-    prices."""
+    prices. `is_whole`: every matching connection, unpaged (for filters and sorts on
+    what the rows compute)."""
     query = services.connections_with_readings()
     page = None
     if connection_id is not None:
@@ -220,9 +222,12 @@ def connection_table(
                 | Q(provider__icontains=search)
                 | Q(label__icontains=search)
             )
-        # Pages keep a poll of a large fleet small: 100 rich rows every few seconds.
-        page = Paginator(query, CONNECTIONS_PER_PAGE).get_page(page_number)
-        connections = list(page.object_list)
+        if is_whole:
+            connections = list(query)
+        else:
+            # Pages keep a poll of a large fleet small: 100 rich rows every few seconds.
+            page = Paginator(query, CONNECTIONS_PER_PAGE).get_page(page_number)
+            connections = list(page.object_list)
     entries = list(BillingCatalogEntry.objects.all())
     catalog = Catalog(entry.as_row() for entry in entries)
     labels = {entry.pk: f"{entry.provider}/{entry.auth_type or '*'}" for entry in entries}

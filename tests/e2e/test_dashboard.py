@@ -127,17 +127,21 @@ def test_connection_row_drops_out_live_and_its_countdown_ticks(
     expect(row.locator("td.hysteresis")).to_contain_text("dropped out", timeout=LIVE_TIMEOUT_MS)
 
 
-def test_refresh_now_says_why_when_there_is_nothing_to_poll(
+def test_a_connection_with_nothing_to_poll_offers_the_push_request_not_refresh(
     world: None, page: Page, live_server: LiveServer, console_errors: list[str]
 ) -> None:
     make_user("olga", "operator")
     sign_in(page, live_server.url, "olga")
     page.goto(f"{live_server.url}/connections/")
+    row = page.locator('tr[data-connection="groq-key"]')
+    expect(row.get_by_role("button", name="Refresh now")).to_have_count(0)
 
-    page.locator('tr[data-connection="groq-key"]').get_by_role("button", name="Refresh now").click()
+    row.get_by_role("link", name="Push readings…").click()
 
-    expect(page.locator("#refresh-notice")).to_contain_text(
-        "Connection 'groq-key' has no quota source"
+    push = page.locator("#push-readings")
+    expect(push.get_by_role("heading")).to_have_text("Readings must be pushed")
+    expect(push.locator("pre")).to_contain_text(
+        f'curl -X POST "{live_server.url}/api/v1/connections/groq-key/readings"'
     )
     _no_csp_violations(console_errors)
 

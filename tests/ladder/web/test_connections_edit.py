@@ -13,7 +13,7 @@ from django.views.debug import SafeExceptionReporterFilter
 from ladder.crypto import decrypt_credential
 from ladder.models import Connection, QuotaReading
 from omniroute_admin import dashboard
-from tests.ladder.factories import NOW, make_connection, make_reading
+from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 from tests.ladder.web.test_queries import PAGE_QUERIES, page_queries
 from tests.pages import Element, parse, top_elements
 from tests.worlds import htmx_headers, signed_in
@@ -714,6 +714,9 @@ def test_the_edit_and_confirm_states_have_no_inline_script_style_or_handler(
 def test_the_edit_panel_adds_no_query_to_the_connection_page(
     stored: Connection, operator: Client, url: str
 ) -> None:
+    # Named by a candidate, as in the demo world (a world without candidates loads no
+    # connection views for its decisions).
+    make_candidate(connection_id=stored.connection_id)
     assert page_queries(operator, url) == PAGE_QUERIES[PAGE]
 
 

@@ -23,8 +23,11 @@ pytestmark = pytest.mark.django_db
 # counted (see `page_queries`).
 PAGE_QUERIES = {
     "/": 8,  # the beat heartbeat
-    "/connections/": 7,
-    "/connections/claude-max-1/": 8,
+    "/connections/": 13,  # the published decisions: where each connection stands
+    "/connections/claude-max-1/": 15,  # the same, and the candidates that name it
+    "/connections/?state=in-play&rung=subscription&sort=-quota&q=a": 12,  # whole, no count
+    "/candidates/": 10,
+    "/candidates/?q=claude&page=2": 10,
     "/pools/": 7,
     "/pools/?auto_id=auto/thrifty": 7,
     "/catalog/": 4,

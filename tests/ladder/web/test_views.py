@@ -744,6 +744,7 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
     assert nav == [
         "Overview",
         "Connections",
+        "Candidates",
         "Pools",
         "Catalog",
         "Prices",
@@ -760,6 +761,11 @@ def test_readings_never_read_show_as_such(viewer: Client) -> None:
 
     row = _row(parse(viewer.get("/connections/").content), "fresh-1")
 
-    assert _cells(row)[3:7] == ["never read", "in play since: none never read", "none", "none"]
+    assert _cells(row)[3:7] == [
+        "never read",
+        "no candidate In no pool until a candidate names it. Candidates since: none never read",
+        "none",
+        "none",
+    ]
     assert QuotaReading.objects.count() == 0
     assert Connection.objects.count() == 1
