@@ -113,10 +113,17 @@ class PoolFastLane:
             return self.app(environ, start_response)
         body, tag, cache_control = answer
         if body is None:
-            # Django's 304 (HttpResponseNotModified) drops the content type too.
+            # Django's 304 (HttpResponseNotModified) drops the content type too, and its
+            # CommonMiddleware gives it a Content-Length of 0: the same headers here.
             kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
             start_response(
-                "304 Not Modified", [*kept, ("ETag", tag), ("Cache-Control", cache_control)]
+                "304 Not Modified",
+                [
+                    *kept,
+                    ("ETag", tag),
+                    ("Cache-Control", cache_control),
+                    ("Content-Length", "0"),
+                ],
             )
             return []
         start_response(
