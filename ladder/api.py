@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Header, Path, Router, Status
+from ninja import Path, Router, Status
 
 from ladder import metrics, pool_answers, services
 from ladder.core import (
@@ -32,7 +32,6 @@ from ladder.schemas import (
     EventIn,
     EventResultOut,
     ModelListOut,
-    POOL_CACHING_OPENAPI,
     PoolRequestIn,
     QueuedOut,
     ReadingIn,
@@ -291,30 +290,22 @@ def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
 
 # --- pools: the hot path -------------------------------------------------------------------
 
-# A tag from an earlier answer (or a list, or `*`): a 304 when it names the current one.
-IfNoneMatch = Annotated[
-    str | None,
-    Header(
-        alias="If-None-Match",
-        description="The ETag of an earlier answer (or a list, or *): 304 if it is current.",
-    ),
-]
-
 
 @router.get(
     "/pools/{path:auto_id}",
     response={200: DecisionOut, 404: dict, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the registered candidates",
-    openapi_extra=POOL_CACHING_OPENAPI,
+    openapi_extra=pool_answers.POOL_CACHING_OPENAPI,
 )
-def get_pool(request: HttpRequest, auto_id: str, if_none_match: IfNoneMatch = None) -> Any:
+def get_pool(
+    request: HttpRequest, auto_id: str, if_none_match: pool_answers.IfNoneMatch = None
+) -> Any:
     """The ordered pool of `auto/subscription`, `auto/thrifty` or
     `auto/<category>:<tier>` over the registered candidates, with every excluded
     connection and why. An empty pool is a 200: the intended answer of a fail-closed
-    grouping; `next_change_at` tells when it may change. Every answer carries `ETag` and
-    `Cache-Control` (until `valid_until`); `If-None-Match` of the current tag gets a
-    304 with no body."""
+    grouping; `next_change_at` tells when it may change. `ETag`, `Cache-Control` and a
+    304 for `If-None-Match` of the current tag: ladder.pool_answers."""
     started = time.perf_counter()
     parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
@@ -332,15 +323,17 @@ def get_pool(request: HttpRequest, auto_id: str, if_none_match: IfNoneMatch = No
     response={200: DecisionOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the gateway's own ranked candidates",
-    openapi_extra=POOL_CACHING_OPENAPI,
+    openapi_extra=pool_answers.POOL_CACHING_OPENAPI,
 )
 def post_pool(
-    request: HttpRequest, auto_id: str, payload: PoolRequestIn, if_none_match: IfNoneMatch = None
+    request: HttpRequest,
+    auto_id: str,
+    payload: PoolRequestIn,
+    if_none_match: pool_answers.IfNoneMatch = None,
 ) -> Any:
     """Filter and order the gateway's own pool (its order is the ranking; `priority` is
     ignored, `id` is echoed back). A category id keeps only the candidates that list it.
-    `ETag`, `Cache-Control` and `If-None-Match` as for the GET (the same body, the same
-    rule)."""
+    Caching headers and 304s as for the GET."""
     started = time.perf_counter()
     parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):

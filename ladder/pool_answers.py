@@ -18,14 +18,13 @@ import hashlib
 import json
 import time
 import weakref
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, NamedTuple
 
 from django.conf import settings
-from datetime import datetime
-from typing import NamedTuple
-
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils import timezone
+from ninja import Header
 from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
@@ -124,6 +123,41 @@ def tag_matches(if_none_match: str, tag: str) -> bool:
         if listed == opaque:
             return True
     return False
+
+
+# What the pool endpoints add to their generated operation (ninja merges it in): the
+# caching headers of a decision and the 304 of a revalidation (docs/HOT_PATH.md).
+_POOL_HEADERS = {
+    "ETag": {
+        "description": "The decision's version: a weak tag of what it says (not of "
+        "computed_at, valid_until or the exclusions' sentences). Same inputs, same tag.",
+        "schema": {"type": "string", "example": 'W/"3f9a0c5e7b1d2468ace013579bdf2468"'},
+    },
+    "Cache-Control": {
+        "description": "private, max-age=<whole seconds until valid_until, floored, never "
+        "negative>; max-age=0 when valid_until is null.",
+        "schema": {"type": "string", "example": "private, max-age=542"},
+    },
+}
+POOL_CACHING_OPENAPI: dict[str, Any] = {
+    "responses": {
+        "200": {"headers": _POOL_HEADERS},
+        "304": {
+            "description": "Not Modified: If-None-Match names the current tag (or is *). No body.",
+            "headers": _POOL_HEADERS,
+        },
+    },
+}
+
+
+# A tag from an earlier answer (or a list, or `*`): a 304 when it names the current one.
+IfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-None-Match",
+        description="The ETag of an earlier answer (or a list, or *): 304 if it is current.",
+    ),
+]
 
 
 def parse_pool_id(auto_id: str) -> AutoId | dict[str, str]:

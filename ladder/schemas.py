@@ -394,32 +394,6 @@ class DecisionOut(Schema):
     )
 
 
-# What the pool endpoints add to their generated operation (ninja merges it in): the
-# caching headers of a decision and the 304 of a revalidation (docs/HOT_PATH.md).
-_POOL_HEADERS = {
-    "ETag": {
-        "description": "The decision's version: a weak tag of what it says (not of "
-        "computed_at, valid_until or the exclusions' sentences). Same inputs, same tag.",
-        "schema": {"type": "string", "example": 'W/"3f9a0c5e7b1d2468ace013579bdf2468"'},
-    },
-    "Cache-Control": {
-        "description": "private, max-age=<whole seconds until valid_until, floored, never "
-        "negative>; max-age=0 when valid_until is null.",
-        "schema": {"type": "string", "example": "private, max-age=542"},
-    },
-}
-POOL_CACHING_OPENAPI: dict[str, Any] = {
-    "responses": {
-        "200": {"headers": _POOL_HEADERS},
-        "304": {
-            "description": "Not Modified: If-None-Match names the current tag (or is *). "
-            "No body.",
-            "headers": _POOL_HEADERS,
-        },
-    },
-}
-
-
 # --- models list ----------------------------------------------------------------------------
 
 

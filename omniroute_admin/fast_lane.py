@@ -13,11 +13,11 @@ The lane only replays what Django itself answered. It serves a request only when
 earlier request of the same shape (host, scheme, proxy headers) got a 200 from the
 endpoint, and it sends that response's headers (security headers included) with the
 cached body; a decision's own headers (`ETag`, `Cache-Control`) are never learned but
-computed for each answer (ladder.pool_answers). So a host Django refuses, a plain-HTTP request it redirects, an unknown or
-revoked token, a bad auto id or a decision not cached yet all go on to Django, every
-time, and get Django's answer. Its one query runs under the request deadline
-(omniroute_admin.deadline) like any API request: a database that hangs or fails gets
-the same JSON 503 as the endpoint would give.
+computed for each answer (ladder.pool_answers). So a host Django refuses, a plain-HTTP
+request it redirects, an unknown or revoked token, a bad auto id or a decision not
+cached yet all go on to Django, every time, and get Django's answer. Its one query runs
+under the request deadline (omniroute_admin.deadline) like any API request: a database
+that hangs or fails gets the same JSON 503 as the endpoint would give.
 """
 
 from __future__ import annotations

@@ -167,9 +167,7 @@ def test_a_repeated_post_with_its_tag_gets_a_304_from_the_lane_for_one_query(
     assert django_app.calls == 2  # the first POST and the first GET
 
 
-def test_a_304_counts_in_the_decision_metrics_like_a_200(
-    lane: PoolFastLane, gateway: str
-) -> None:
+def test_a_304_counts_in_the_decision_metrics_like_a_200(lane: PoolFastLane, gateway: str) -> None:
     from ladder import metrics
 
     def served() -> float:

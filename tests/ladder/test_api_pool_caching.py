@@ -47,7 +47,7 @@ def test_cache_control_is_the_whole_seconds_left_floored_never_negative(
 
 
 def test_the_tag_is_a_weak_digest_of_the_canonical_json_without_time_or_sentences() -> None:
-    out = {
+    out: dict[str, Any] = {
         "auto_id": "auto/thrifty",
         "grouping": "thrifty",
         "category": None,
@@ -71,7 +71,7 @@ def test_the_tag_is_a_weak_digest_of_the_canonical_json_without_time_or_sentence
         **out,
         "computed_at": NOW + timedelta(seconds=20),
         "valid_until": None,
-        "excluded": [{**out["excluded"][0], "detail": "... (40 s from now)"}],  # type: ignore[index]
+        "excluded": [{**out["excluded"][0], "detail": "... (40 s from now)"}],
     }
 
     assert decision_tag(out) == 'W/"c09c35d14fc8f3eefe21fc5243dbee24"'
@@ -141,11 +141,11 @@ def plan(db: None, clock: list[datetime]) -> None:
     make_candidate(connection_id="claude-max-1")
 
 
-def get(token: str, path: str = POOL, **headers: str) -> Any:
+def get(token: str, path: str = POOL, **headers: Any) -> Any:
     return Client().get(path, HTTP_AUTHORIZATION=f"Bearer {token}", **headers)
 
 
-def post(token: str, body: dict[str, Any], **headers: str) -> Any:
+def post(token: str, body: dict[str, Any], **headers: Any) -> Any:
     return Client().post(
         THRIFTY,
         json.dumps(body),
@@ -169,7 +169,12 @@ def expected_tag(body: dict[str, Any]) -> str:
 
 OWN_POOL = {
     "candidates": [
-        {"id": 7, "provider": "claude", "model": "claude-sonnet-4-5", "connection_id": "claude-max-1"}
+        {
+            "id": 7,
+            "provider": "claude",
+            "model": "claude-sonnet-4-5",
+            "connection_id": "claude-max-1",
+        }
     ]
 }
 
