@@ -296,19 +296,26 @@ def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
     response={200: DecisionOut, 404: dict, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the registered candidates",
+    openapi_extra=pool_answers.POOL_CACHING_OPENAPI,
 )
-def get_pool(request: HttpRequest, auto_id: str) -> Any:
+def get_pool(
+    request: HttpRequest, auto_id: str, if_none_match: pool_answers.IfNoneMatch = None
+) -> Any:
     """The ordered pool of `auto/subscription`, `auto/thrifty` or
     `auto/<category>:<tier>` over the registered candidates, with every excluded
     connection and why. An empty pool is a 200: the intended answer of a fail-closed
-    grouping; `next_change_at` tells when it may change."""
+    grouping; `next_change_at` tells when it may change. `ETag`, `Cache-Control` and a
+    304 for `If-None-Match` of the current tag: ladder.pool_answers."""
     started = time.perf_counter()
     parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
         return Status(404, parsed)
-    decision = services.decide_registered(parsed, counters=pool_answers.request_counters(request))
+    now = timezone.now()
+    decision = services.decide_registered(
+        parsed, now=now, counters=pool_answers.request_counters(request)
+    )
     pool_answers.observe(parsed, decision, started)
-    return pool_answers.decision_response(decision)
+    return pool_answers.decision_response(decision, now, if_none_match)
 
 
 @router.post(
@@ -316,10 +323,17 @@ def get_pool(request: HttpRequest, auto_id: str) -> Any:
     response={200: DecisionOut, 404: dict, **BODY_ERRORS, **GATEWAY_ERRORS},
     auth=gateway_auth,
     summary="Pool of an auto id over the gateway's own ranked candidates",
+    openapi_extra=pool_answers.POOL_CACHING_OPENAPI,
 )
-def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any:
+def post_pool(
+    request: HttpRequest,
+    auto_id: str,
+    payload: PoolRequestIn,
+    if_none_match: pool_answers.IfNoneMatch = None,
+) -> Any:
     """Filter and order the gateway's own pool (its order is the ranking; `priority` is
-    ignored, `id` is echoed back). A category id keeps only the candidates that list it."""
+    ignored, `id` is echoed back). A category id keeps only the candidates that list it.
+    Caching headers and 304s as for the GET."""
     started = time.perf_counter()
     parsed = pool_answers.parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
@@ -351,16 +365,17 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
         )
     if errors:
         return Status(422, {"detail": errors})
+    now = timezone.now()
     decision = services.decide_for(
         parsed,
         candidates,
-        now=timezone.now(),
+        now=now,
         cache_key=pool_answers.body_key(request.META.get("CONTENT_TYPE", ""), request.body),
         counters=pool_answers.request_counters(request),
         input_bytes=len(request.body),
     )
     pool_answers.observe(parsed, decision, started)
-    return pool_answers.decision_response(decision)
+    return pool_answers.decision_response(decision, now, if_none_match)
 
 
 # --- models list ----------------------------------------------------------------------------

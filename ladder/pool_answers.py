@@ -1,6 +1,16 @@
-"""The pool hot path's answers: a decision in the contract's shape, its rendered body
-(cached per decision object) and the cached body the fast lane serves without the
-router. Shared by the pool endpoints (ladder.api) and omniroute_admin.fast_lane."""
+"""The pool hot path's answers: a decision in the contract's shape, its rendered body and
+its tag (cached per decision object), the caching headers a gateway keeps it by, and the
+cached answer the fast lane serves without the router. Shared by the pool endpoints
+(ladder.api) and omniroute_admin.fast_lane.
+
+A decision's tag (`ETag`) is its version: a digest of what it says, not of when it was
+said. It leaves out `computed_at`, `valid_until` and the exclusions' `detail` sentences
+(which count seconds from `computed_at`: "cooling down ... (120 s from now)", "the
+reading is 700 s old"), so two processes, or a recomputation after `valid_until`, give
+the same tag whenever the pool, the exclusions with their reasons and `next_change_at`
+are the same. The bodies of one tag may differ in those fields only, hence a weak tag
+(`W/"..."`, RFC 9110 8.8.1), compared weakly as `If-None-Match` requires anyway. See
+docs/HOT_PATH.md, "Caching a decision in the gateway"."""
 
 from __future__ import annotations
 
@@ -8,11 +18,13 @@ import hashlib
 import json
 import time
 import weakref
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, NamedTuple
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils import timezone
+from ninja import Header
 from ninja.responses import NinjaJSONEncoder
 
 from ladder import metrics, services
@@ -60,7 +72,92 @@ def decision_out(decision: Decision) -> dict[str, Any]:
             for e in decision.excluded
         ],
         "next_change_at": decision.next_change_at,
+        "valid_until": decision.valid_until,
     }
+
+
+# The fields of an answer its tag leaves out (see the module's docstring), and the
+# exclusions' field likewise.
+UNTAGGED_FIELDS = ("computed_at", "valid_until")
+UNTAGGED_EXCLUSION_FIELDS = ("detail",)
+# Hex digits of the sha256 kept in a tag: 128 bits.
+TAG_HEX_DIGITS = 32
+
+
+def decision_tag(out: dict[str, Any]) -> str:
+    """The `ETag` of a decision in the contract's shape (`decision_out`): a weak tag of a
+    digest of its canonical JSON without the untagged fields."""
+    content = {key: value for key, value in out.items() if key not in UNTAGGED_FIELDS}
+    content["excluded"] = [
+        {key: value for key, value in row.items() if key not in UNTAGGED_EXCLUSION_FIELDS}
+        for row in out["excluded"]
+    ]
+    canonical = json.dumps(
+        content, cls=NinjaJSONEncoder, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return f'W/"{hashlib.sha256(canonical.encode()).hexdigest()[:TAG_HEX_DIGITS]}"'
+
+
+def cache_control(valid_until: datetime | None, now: datetime) -> str:
+    """`Cache-Control` of a decision valid until `valid_until`, at `now`: private (it
+    answers one token's request), for the whole seconds left, floored, never negative;
+    `max-age=0` when it has no such instant (api.md: revalidate, a 304 is cheap)."""
+    if valid_until is None:
+        return "private, max-age=0"
+    left = valid_until - now
+    # A timedelta's days and seconds are the floor of its length (microseconds are >= 0).
+    return f"private, max-age={max(0, left.days * 86400 + left.seconds)}"
+
+
+def tag_matches(if_none_match: str, tag: str) -> bool:
+    """Whether an `If-None-Match` value names `tag`: `*`, or a list of tags of which one
+    is weakly equal to it (RFC 9110 13.1.2: `W/` ignored on both sides)."""
+    value = if_none_match.strip()
+    if value == "*":
+        return True
+    opaque = tag[2:] if tag.startswith("W/") else tag
+    for listed in value.split(","):
+        listed = listed.strip()
+        if listed.startswith("W/"):
+            listed = listed[2:]
+        if listed == opaque:
+            return True
+    return False
+
+
+# What the pool endpoints add to their generated operation (ninja merges it in): the
+# caching headers of a decision and the 304 of a revalidation (docs/HOT_PATH.md).
+_POOL_HEADERS = {
+    "ETag": {
+        "description": "The decision's version: a weak tag of what it says (not of "
+        "computed_at, valid_until or the exclusions' sentences). Same inputs, same tag.",
+        "schema": {"type": "string", "example": 'W/"3f9a0c5e7b1d2468ace013579bdf2468"'},
+    },
+    "Cache-Control": {
+        "description": "private, max-age=<whole seconds until valid_until, floored, never "
+        "negative>; max-age=0 when valid_until is null.",
+        "schema": {"type": "string", "example": "private, max-age=542"},
+    },
+}
+POOL_CACHING_OPENAPI: dict[str, Any] = {
+    "responses": {
+        "200": {"headers": _POOL_HEADERS},
+        "304": {
+            "description": "Not Modified: If-None-Match names the current tag (or is *). No body.",
+            "headers": _POOL_HEADERS,
+        },
+    },
+}
+
+
+# A tag from an earlier answer (or a list, or `*`): a 304 when it names the current one.
+IfNoneMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-None-Match",
+        description="The ETag of an earlier answer (or a list, or *): 304 if it is current.",
+    ),
+]
 
 
 def parse_pool_id(auto_id: str) -> AutoId | dict[str, str]:
@@ -85,14 +182,31 @@ def request_counters(request: HttpRequest) -> tuple[int, int] | None:
     return getattr(getattr(request, "auth", None), "counters", None)
 
 
-# Rendered bodies of recent decisions: a cached decision is served as the same bytes, so
-# a cache hit does no per-candidate work at all. Keyed by identity, with a weak reference
+class Rendered(NamedTuple):
+    """A decision's body and tag, computed once per decision object."""
+
+    body: bytes
+    tag: str
+
+
+class PoolAnswer(NamedTuple):
+    """What the fast lane sends for a cached decision: the body (None for a 304), its
+    tag and its `Cache-Control` at the request's instant."""
+
+    body: bytes | None
+    tag: str
+    cache_control: str
+
+
+# Rendered bodies and tags of recent decisions: a cached decision is served as the same
+# bytes, so a cache hit does no per-candidate work at all. Keyed by identity, with a weak reference
 # to the decision (an id is reused once its object is gone, and the decision cache, not
 # this one, decides how long a decision lives). Bounded by count and by bytes: its share
 # of DECISION_CACHE_MAX_BYTES, each body accounted as its length plus the entry's own
-# objects (measured at about 350 bytes); a body above the entry size is not kept.
-_RENDERED: ByteBoundedLRU[int, tuple[weakref.ref[Decision], bytes]] = ByteBoundedLRU(256)
-RENDERED_ENTRY_BYTES = 400
+# objects and its tag (measured with tracemalloc at about 590 bytes, the bytes object's
+# header included); a body above the entry size is not kept.
+_RENDERED: ByteBoundedLRU[int, tuple[weakref.ref[Decision], Rendered]] = ByteBoundedLRU(256)
+RENDERED_ENTRY_BYTES = 600
 
 
 def rendered_cache_max_bytes() -> int:
@@ -105,24 +219,37 @@ def rendered_bytes() -> int:
     return _RENDERED.accounted_bytes
 
 
-def rendered(decision: Decision) -> bytes:
-    """The decision's JSON body (the same bytes for the same decision object)."""
+def rendered(decision: Decision) -> Rendered:
+    """The decision's JSON body and tag (the same for the same decision object)."""
     entry = _RENDERED.get(id(decision))
     if entry is not None and entry[0]() is decision:
         return entry[1]
-    body = json.dumps(decision_out(decision), cls=NinjaJSONEncoder).encode()
+    out = decision_out(decision)
+    answer = Rendered(json.dumps(out, cls=NinjaJSONEncoder).encode(), decision_tag(out))
     _RENDERED.put(
         id(decision),
-        (weakref.ref(decision), body),
-        len(body) + RENDERED_ENTRY_BYTES,
+        (weakref.ref(decision), answer),
+        len(answer.body) + RENDERED_ENTRY_BYTES,
         rendered_cache_max_bytes(),
     )
-    return body
+    return answer
 
 
-def decision_response(decision: Decision) -> HttpResponse:
-    """The decision as a JSON response."""
-    return HttpResponse(rendered(decision), content_type="application/json; charset=utf-8")
+def decision_response(
+    decision: Decision, now: datetime, if_none_match: str | None = None
+) -> HttpResponse:
+    """The decision as a JSON response with its `ETag` and `Cache-Control` at `now`; a
+    `304` with no body when the request's `If-None-Match` names its tag (for a POST
+    too: its answer is a read)."""
+    body, tag = rendered(decision)
+    response: HttpResponse
+    if if_none_match is not None and tag_matches(if_none_match, tag):
+        response = HttpResponseNotModified()
+    else:
+        response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["ETag"] = tag
+    response["Cache-Control"] = cache_control(decision.valid_until, now)
+    return response
 
 
 def body_key(content_type: str, body: bytes) -> tuple[str, bytes]:
@@ -133,13 +260,16 @@ def body_key(content_type: str, body: bytes) -> tuple[str, bytes]:
     return ("body", digest)
 
 
-def cached_pool_body(auto_id: str, secret: str, post_key: Any = None) -> bytes | None:
-    """The body the pool endpoint would answer for this auto id and bearer secret (and,
-    for a POST, this `body_key`), when this process has the decision cached for the
-    current change counters: one query (the token and the counters), no router, no
-    per-candidate work. None when the endpoint must answer instead (a bad id or token,
-    a decision not cached yet). Served by omniroute_admin.fast_lane, with the metrics
-    the endpoint records."""
+def cached_pool_answer(
+    auto_id: str, secret: str, post_key: Any = None, if_none_match: str | None = None
+) -> PoolAnswer | None:
+    """What the pool endpoint would answer for this auto id and bearer secret (and, for
+    a POST, this `body_key`; and this `If-None-Match`), when this process has the
+    decision cached for the current change counters: one query (the token and the
+    counters), no router, no per-candidate work; the body is None where the endpoint
+    answers 304. None when the endpoint must answer instead (a bad id or token, a
+    decision not cached yet). Served by omniroute_admin.fast_lane, with the metrics the
+    endpoint records."""
     started = time.perf_counter()
     parsed = parse_pool_id(auto_id)
     if not isinstance(parsed, AutoId):
@@ -157,4 +287,7 @@ def cached_pool_body(auto_id: str, secret: str, post_key: Any = None) -> bytes |
     if decision is None:
         return None
     observe(parsed, decision, started)
-    return rendered(decision)
+    body, tag = rendered(decision)
+    if if_none_match is not None and tag_matches(if_none_match, tag):
+        return PoolAnswer(None, tag, cache_control(decision.valid_until, now))
+    return PoolAnswer(body, tag, cache_control(decision.valid_until, now))

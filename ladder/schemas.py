@@ -387,6 +387,11 @@ class DecisionOut(Schema):
     candidates: list[DecidedOut]
     excluded: list[ExcludedOut]
     next_change_at: datetime | None
+    valid_until: datetime | None = Field(
+        description="The earliest instant at which this decision can change on its own, "
+        "with no write (a reading turning stale, a reset, a cooldown ending, a budget "
+        "window ending); null when none. Writes are announced by GET /api/v1/changes."
+    )
 
 
 # --- models list ----------------------------------------------------------------------------

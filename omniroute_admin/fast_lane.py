@@ -6,16 +6,18 @@ the current change counters. Through Django such an answer costs a request objec
 thirteen middleware, the router and (for a POST) validating every candidate, around one
 query; here it costs the query (the token and the counters, ladder.tokens) and a
 dictionary lookup (a POST by a digest of its exact body), and the bytes are the very
-bytes the endpoint rendered.
+bytes the endpoint rendered. A request whose `If-None-Match` names the decision's tag
+gets the endpoint's `304` for the same one query, with no body.
 
 The lane only replays what Django itself answered. It serves a request only when an
 earlier request of the same shape (host, scheme, proxy headers) got a 200 from the
 endpoint, and it sends that response's headers (security headers included) with the
-cached body. So a host Django refuses, a plain-HTTP request it redirects, an unknown or
-revoked token, a bad auto id or a decision not cached yet all go on to Django, every
-time, and get Django's answer. Its one query runs under the request deadline
-(omniroute_admin.deadline) like any API request: a database that hangs or fails gets
-the same JSON 503 as the endpoint would give.
+cached body; a decision's own headers (`ETag`, `Cache-Control`) are never learned but
+computed for each answer (ladder.pool_answers). So a host Django refuses, a plain-HTTP
+request it redirects, an unknown or revoked token, a bad auto id or a decision not
+cached yet all go on to Django, every time, and get Django's answer. Its one query runs
+under the request deadline (omniroute_admin.deadline) like any API request: a database
+that hangs or fails gets the same JSON 503 as the endpoint would give.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ladder.pool_answers import body_key, cached_pool_body
+from ladder.pool_answers import body_key, cached_pool_answer
 from omniroute_admin.deadline import (
     DETAIL,
     UNAVAILABLE_DETAIL,
@@ -49,6 +51,8 @@ MAX_SHAPES = 64
 # And a shape whose values (host, proxy headers) are longer than this is never learned,
 # so the 64 shapes stay a few kilobytes whatever headers a client sends.
 MAX_SHAPE_BYTES = 1024
+# The headers of one decision, not of the request shape: never learned, sent per answer.
+PER_DECISION = frozenset({"content-length", "etag", "cache-control"})
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -94,7 +98,9 @@ class PoolFastLane:
         # What ninja's HttpBearer takes from "Bearer <secret>".
         secret = environ["HTTP_AUTHORIZATION"][len(BEARER) :]
         try:
-            answer = call_within_deadline(cached_pool_body, auto_id, secret, post_key)
+            answer = call_within_deadline(
+                cached_pool_answer, auto_id, secret, post_key, environ.get("HTTP_IF_NONE_MATCH")
+            )
         except DeadlinePassed as why:
             log_too_late(method, path, str(why))
             return _unavailable(start_response, headers, DETAIL)
@@ -105,8 +111,31 @@ class PoolFastLane:
             return _unavailable(start_response, headers, UNAVAILABLE_DETAIL)
         if answer is None:
             return self.app(environ, start_response)
-        start_response("200 OK", [*headers, ("Content-Length", str(len(answer)))])
-        return [answer]
+        body, tag, cache_control = answer
+        if body is None:
+            # Django's 304 (HttpResponseNotModified) drops the content type too, and its
+            # CommonMiddleware gives it a Content-Length of 0: the same headers here.
+            kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
+            start_response(
+                "304 Not Modified",
+                [
+                    *kept,
+                    ("ETag", tag),
+                    ("Cache-Control", cache_control),
+                    ("Content-Length", "0"),
+                ],
+            )
+            return []
+        start_response(
+            "200 OK",
+            [
+                *headers,
+                ("ETag", tag),
+                ("Cache-Control", cache_control),
+                ("Content-Length", str(len(body))),
+            ],
+        )
+        return [body]
 
     def _shape(self, environ: dict[str, Any]) -> tuple[Any, ...]:
         """What, besides path, token and body, decides Django's answer and headers: the
@@ -151,7 +180,7 @@ class PoolFastLane:
             return
         if sum(len(value) for value in shape if isinstance(value, str)) > MAX_SHAPE_BYTES:
             return
-        kept = tuple((n, v) for n, v in headers if n.lower() != "content-length")
+        kept = tuple((n, v) for n, v in headers if n.lower() not in PER_DECISION)
         with self._lock:
             if shape in self._headers or len(self._headers) < MAX_SHAPES:
                 self._headers[shape] = kept

@@ -128,6 +128,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             },
         ],
         "next_change_at": RESET,
+        "valid_until": "2026-11-29T12:10:00Z",
     },
     "ModelListOut": {
         "object": "list",

@@ -328,11 +328,11 @@ def stuck_lookup(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """The lane's lookup blocked until the test ends, as on a hung database."""
     release = threading.Event()
 
-    def lookup(auto_id: str, secret: str, post_key: Any = None) -> bytes | None:
+    def lookup(auto_id: str, secret: str, post_key: Any = None, tags: Any = None) -> None:
         release.wait(timeout=30)
         return None
 
-    monkeypatch.setattr(fast_lane, "cached_pool_body", lookup)
+    monkeypatch.setattr(fast_lane, "cached_pool_answer", lookup)
     yield release
     release.set()
 

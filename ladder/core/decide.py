@@ -78,13 +78,17 @@ def rung_for(billing: BillingVerdict, tier: Tier) -> Rung:
 # decision itself alive.
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Decision:
-    """The pool of one auto id at `computed_at`: ordered entries, exclusions, next change."""
+    """The pool of one auto id at `computed_at`: ordered entries, exclusions, next change,
+    and `valid_until`, the earliest instant at which it can change on its own (no write:
+    a reading turning stale, a reset, a cooldown ending, a budget window ending; None
+    when none; see `inputs_valid_until`). A gateway may keep it until then."""
 
     auto_id: AutoId
     computed_at: datetime
     candidates: tuple[DecidedCandidate, ...]
     excluded: tuple[Exclusion, ...]
     next_change_at: datetime | None
+    valid_until: datetime | None = None
 
 
 def connection_cause(view: ConnectionView, grouping: Grouping, now: datetime) -> Cause | None:
@@ -275,6 +279,7 @@ def decide(
         candidates=tuple(entry for bucket in buckets for entry in bucket),
         excluded=tuple(excluded),
         next_change_at=next_change_at,
+        valid_until=inputs_valid_until(connections.values(), spend, config, now),
     )
 
 

@@ -228,10 +228,9 @@ def _compute(
     spend = spend_in_window(config, now) if has_budget else {}
     tiers = tiers_of(candidates, snapshot.prices, config)
     decision = core.decide(auto_id, candidates, views, tiers, spend, config, now)
-    valid_until = core.inputs_valid_until(views.values(), spend, config, now)
     _decisions.put(
         key,
-        _CachedDecision(decision, valid_until),
+        _CachedDecision(decision, decision.valid_until),
         decision_bytes(decision, input_bytes),
         decision_cache_max_bytes(),
     )

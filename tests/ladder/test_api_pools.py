@@ -3,7 +3,7 @@ and a query count that does not grow with the pool."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from billing import services as billing_services
-from ladder.models import ApiToken, Candidate
+from ladder.models import ApiToken, Candidate, QuotaReading
 from tests.ladder.factories import (
     api,
     make_candidate,
@@ -34,6 +34,15 @@ def fresh(connection_id: str, remaining: float) -> None:
     """A current reading, checked now."""
     now = timezone.now()
     make_reading(connection_id, now=now, checked_at=now, remaining_percent=remaining)
+
+
+def stale_at(connection_id: str) -> str:
+    """When the latest reading of a connection turns stale (the default 180 s maximum
+    age, plus the microsecond at which "not older than" stops holding), as the contract
+    writes it (milliseconds)."""
+    checked_at = QuotaReading.objects.filter(connection__connection_id=connection_id)[0].checked_at
+    instant = checked_at + timedelta(seconds=180, microseconds=1)
+    return instant.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def decision(response: Any, before: datetime, after: datetime) -> dict[str, Any]:
@@ -108,6 +117,7 @@ def test_subscription_pool_serves_the_plan_and_excludes_the_metered_key(gateway:
             }
         ],
         "next_change_at": None,
+        "valid_until": stale_at("claude-max-1"),
     }
     assert key.pk not in [c["id"] for c in body["candidates"]]
 
@@ -135,6 +145,7 @@ def test_a_pool_with_no_registered_candidates_is_an_empty_200(gateway: str) -> N
         "candidates": [],
         "excluded": [],
         "next_change_at": None,
+        "valid_until": None,
     }
 
 
@@ -379,6 +390,7 @@ def test_post_echoes_ids_and_keeps_the_incoming_order_ignoring_priority(gateway:
         ],
         "excluded": [],
         "next_change_at": None,
+        "valid_until": None,
     }
 
 
