@@ -1,0 +1,123 @@
+"""Spend reported in batches (POST /api/v1/spend/batch): each entry checked on its own,
+idempotent per request_id (within the batch too), in a constant number of queries per
+batch: the request ids already stored, the counters, the connections, one bulk insert,
+the running totals (lock, update, window sum) and at most one bump of the version."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from billing import services as billing_services
+from billing.models import ChangeCounter
+from ladder.core import Rung
+from ladder.models import Connection, SpendEntry, is_connection_id
+from ladder.services.spend import SpendInput, current_spend_snapshot, new_entry, rung_of
+from ladder.services.spend_totals import add_to_totals
+
+# The most entries one batch may hold (spec/api.md "Spend ledger").
+MAX_SPEND_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class SpendBatch:
+    """What a batch did: per entry, in order, the stored entry or the ValidationError
+    that refused it; how many entries it created and how many it had seen before."""
+
+    results: list[SpendEntry | ValidationError]
+    created: int
+    duplicates: int
+
+
+def too_many_message(count: int) -> str:
+    return (
+        f"A batch holds at most {MAX_SPEND_BATCH:,} entries; this one has {count:,}. "
+        "Nothing was recorded: send them in smaller batches."
+    )
+
+
+def _insert(fresh: dict[str, SpendEntry]) -> dict[str, SpendEntry]:
+    """Insert the new entries in one statement; a request id a concurrent writer stored
+    meanwhile is taken as seen before and the rest inserted again. Returns, by request
+    id, the entries stored by others (the caller's transaction holds the rest)."""
+    pending = dict(fresh)
+    taken: dict[str, SpendEntry] = {}
+    while pending:
+        try:
+            with transaction.atomic():
+                SpendEntry.objects.bulk_create(list(pending.values()))
+            return taken
+        except IntegrityError:
+            stored = list(SpendEntry.objects.filter(request_id__in=list(pending)))
+            if not stored:
+                raise
+            for entry in stored:
+                taken[entry.request_id] = entry
+                del pending[entry.request_id]
+    return taken
+
+
+def record_spend_batch(inputs: Sequence[SpendInput], *, now: datetime | None = None) -> SpendBatch:
+    """Record up to MAX_SPEND_BATCH reports at once, each as `record_spend` would: one
+    bad entry is refused in its slot and stops none of the others."""
+    if len(inputs) > MAX_SPEND_BATCH:
+        raise ValidationError({"entries": [too_many_message(len(inputs))]})
+    now = now or timezone.now()
+    if not inputs:
+        return SpendBatch([], 0, 0)
+    request_ids = list({data.request_id for data in inputs})
+    seen = {e.request_id: e for e in SpendEntry.objects.filter(request_id__in=request_ids)}
+    snapshot = current_spend_snapshot()
+    connection_ids = {d.connection_id for d in inputs if is_connection_id(d.connection_id)}
+    billing = {
+        connection_id: (provider, auth_type)
+        for connection_id, provider, auth_type in Connection.objects.filter(
+            connection_id__in=list(connection_ids)
+        ).values_list("connection_id", "provider", "auth_type")
+    }
+    rungs: dict[tuple[str, str, str], Rung] = {}
+    fresh: dict[str, SpendEntry] = {}
+    slots: list[str | ValidationError] = []
+    for data in inputs:
+        if data.request_id in seen or data.request_id in fresh:
+            slots.append(data.request_id)
+            continue
+        key = (data.connection_id, data.provider, data.model)
+        rung = rungs.get(key)
+        if rung is None:
+            billing_row = billing.get(data.connection_id)
+            rung = rungs[key] = rung_of(billing_row, data.provider, data.model, snapshot)
+        try:
+            fresh[data.request_id] = new_entry(data, rung, snapshot, now)
+        except ValidationError as error:
+            slots.append(error)
+            continue
+        slots.append(data.request_id)
+    created: set[str] = set()
+    if fresh:
+        with transaction.atomic():
+            taken = _insert(fresh)
+            seen.update(taken)
+            inserted = [entry for rid, entry in fresh.items() if rid not in taken]
+            created = {entry.request_id for entry in inserted}
+            if add_to_totals(inserted, snapshot.config, now):
+                billing_services.bump(ChangeCounter.STATE)
+    results: list[SpendEntry | ValidationError] = []
+    duplicates = 0
+    counted: set[str] = set()
+    for slot in slots:
+        if isinstance(slot, ValidationError):
+            results.append(slot)
+            continue
+        if slot in created and slot not in counted:
+            counted.add(slot)
+            results.append(fresh[slot])
+        else:
+            duplicates += 1
+            results.append(seen.get(slot) or fresh[slot])
+    return SpendBatch(results, len(created), duplicates)
