@@ -348,10 +348,10 @@ def test_spend_dated_earlier_in_the_window_counts_towards_the_crossing() -> None
 # --- concurrency (PostgreSQL) -----------------------------------------------------------------
 
 
+# Skipped before the fixtures: a transactional test flushes the seeded rows at teardown.
+@pytest.mark.skipif(db_connection.vendor != "postgresql", reason="the race needs PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writes_keep_the_totals_equal_to_the_ledger_and_cross_once() -> None:
-    if db_connection.vendor != "postgresql":
-        pytest.skip("SQLite serialises writers: the race needs PostgreSQL")
     make_connection("openai-key", provider="openai", auth_type="apikey")
     _prices(10)
     _budgets(cheap="10", window="month")
