@@ -10,15 +10,17 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from ladder import services
-from ladder.schemas import SpendIn
+from ladder.models import SpendEntry
+from ladder.schemas import SpendEntryIn
 from omniroute_admin.errors import validation_error_body
 
 # A refused entry's errors, located inside the entry: [{"loc", "msg", "type"}].
 EntryErrors = list[dict[str, Any]]
 
 
-def spend_input_of(payload: SpendIn) -> services.SpendInput:
-    """A validated body as the service's input (costs as exact decimals)."""
+def spend_input_of(payload: Any) -> services.SpendInput:
+    """A validated body (SpendIn, or a batch entry's SpendEntryIn) as the service's
+    input (costs as exact decimals)."""
     cost = payload.cost_usd
     return services.SpendInput(
         request_id=payload.request_id,
@@ -35,7 +37,7 @@ def spend_input_of(payload: SpendIn) -> services.SpendInput:
 def parse_entry(raw: Any) -> services.SpendInput | EntryErrors:
     """One batch entry validated exactly as POST /spend's body, or its errors."""
     try:
-        payload = SpendIn.model_validate(raw)
+        payload = SpendEntryIn.model_validate(raw)
     except PydanticValidationError as error:
         return [
             {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
@@ -79,5 +81,20 @@ def batch_results(
         if isinstance(outcome, DjangoValidationError):
             results.append(entry_error(index, _domain_errors(outcome)))
         else:
-            results.append(outcome)
+            results.append(entry_out(outcome))
     return results
+
+
+def entry_out(entry: SpendEntry) -> dict[str, Any]:
+    """A ledger entry as SpendOut shows it, as a plain dict."""
+    return {
+        "request_id": entry.request_id,
+        "connection_id": entry.connection_id,
+        "provider": entry.provider,
+        "model": entry.model,
+        "cost_usd": float(entry.cost_usd),
+        "input_tokens": entry.input_tokens,
+        "output_tokens": entry.output_tokens,
+        "occurred_at": entry.occurred_at,
+        "rung": entry.rung,
+    }

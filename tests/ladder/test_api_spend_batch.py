@@ -9,7 +9,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection as db_connection
 from django.utils import timezone
 
 from billing import services as billing_services
@@ -139,8 +138,8 @@ def test_a_bad_entry_gets_the_single_endpoints_errors_in_its_slot_and_stops_no_o
         "error": [
             {
                 "loc": ["body", "payload", "entries", 3],
-                "msg": "Input should be a valid dictionary or object to extract fields from",
-                "type": "model_attributes_type",
+                "msg": "Input should be a valid dictionary or instance of SpendIn",
+                "type": "model_type",
             }
         ]
     }
@@ -239,8 +238,6 @@ def test_a_batch_moves_the_version_once_when_it_crosses_a_budget_and_never_under
 def test_a_batch_costs_the_same_few_queries_whatever_its_size(
     gateway: str, size: int, django_assert_num_queries: Any
 ) -> None:
-    if db_connection.vendor != "postgresql":
-        pytest.skip("SQLite caps the parameters of one insert: it splits a large batch")
     _budget("1000000")
     batch(gateway, [entry("warm")])  # the snapshot and the day's total exist
     body = {"entries": [entry(f"r{n}", 0.001) for n in range(size - 1)]}
@@ -252,20 +249,6 @@ def test_a_batch_costs_the_same_few_queries_whatever_its_size(
         response = api("post", "/api/v1/spend/batch", gateway, body)
 
     assert (response.json()["created"], response.json()["duplicates"]) == (size - 1, 1)
-
-
-def test_a_batch_costs_a_constant_number_of_queries_on_sqlite_too(gateway: str) -> None:
-    from django.test.utils import CaptureQueriesContext
-
-    batch(gateway, [entry("warm")])
-    counts = []
-    for size in (10, 80):
-        entries = [entry(f"{size}-{n}") for n in range(size)]
-        with CaptureQueriesContext(db_connection) as queries:
-            batch(gateway, entries)
-        counts.append(len(queries.captured_queries))
-
-    assert counts[0] == counts[1]
 
 
 def test_the_summary_reads_what_a_batch_recorded(gateway: str) -> None:
