@@ -262,3 +262,57 @@ def test_the_summary_reads_what_a_batch_recorded(gateway: str) -> None:
         Decimal("5.00000000"),
         False,
     )
+
+
+def test_a_batch_stores_each_value_exactly(gateway: str) -> None:
+    occurred_at = timezone.now().replace(microsecond=123456) - timedelta(minutes=1)
+
+    batch(
+        gateway,
+        [
+            entry("exact", 0.00000004, input_tokens=7, occurred_at=occurred_at.isoformat()),
+            entry("computed", None, input_tokens=1_000_000, output_tokens=1_000_000),
+        ],
+    )
+
+    stored = {
+        e.request_id: e
+        for e in SpendEntry.objects.all()  # values as the ORM reads them back
+    }
+    exact, computed = stored["exact"], stored["computed"]
+    assert (
+        exact.cost_usd,
+        exact.is_cost_computed,
+        exact.input_tokens,
+        exact.output_tokens,
+        exact.occurred_at,
+        exact.rung,
+    ) == (Decimal("4E-8"), False, 7, None, occurred_at, "cheap")
+    assert (computed.cost_usd, computed.is_cost_computed) == (Decimal("0.75000000"), True)
+    assert computed.recorded_at == exact.recorded_at
+
+
+def test_a_request_id_stored_meanwhile_by_another_writer_is_a_duplicate(
+    gateway: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ladder.services import spend_batch
+
+    real = spend_batch.current_spend_snapshot
+
+    def another_writer_first() -> Any:
+        # Between the batch's lookup of the seen ids and its insert.
+        services.record_spend(
+            services.SpendInput("raced", "openai-key", "openai", "gpt-4o-mini", Decimal(5))
+        )
+        return real()
+
+    monkeypatch.setattr(spend_batch, "current_spend_snapshot", another_writer_first)
+
+    body = batch(gateway, [entry("raced", 1.0), entry("mine", 1.0)]).json()
+
+    assert (body["created"], body["duplicates"]) == (1, 1)
+    assert [(r["request_id"], r["cost_usd"]) for r in body["results"]] == [
+        ("raced", 5.0),
+        ("mine", 1.0),
+    ]
+    assert SpendDayTotal.objects.get().spent_usd == Decimal("6.00000000")
