@@ -9,7 +9,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -76,12 +75,22 @@ _PG_TYPES = (
 )
 
 
-def _json_value(value: Any) -> Any:
-    # Exact decimals and instants with their offset travel as text, read by the
-    # column type's own input function.
-    if isinstance(value, Decimal | datetime):
-        return str(value)
-    return value
+def _json_row(entry: SpendEntry) -> dict[str, Any]:
+    # Exact decimals and instants with their offset travel as text, read by the column
+    # type's own input function.
+    return {
+        "request_id": entry.request_id,
+        "connection_id": entry.connection_id,
+        "provider": entry.provider,
+        "model": entry.model,
+        "cost_usd": str(entry.cost_usd),
+        "is_cost_computed": entry.is_cost_computed,
+        "input_tokens": entry.input_tokens,
+        "output_tokens": entry.output_tokens,
+        "rung": entry.rung,
+        "occurred_at": entry.occurred_at.isoformat(),
+        "recorded_at": entry.recorded_at.isoformat(),
+    }
 
 
 def _bulk_insert(entries: list[SpendEntry], now: datetime) -> None:
@@ -95,9 +104,7 @@ def _bulk_insert(entries: list[SpendEntry], now: datetime) -> None:
     table = ops.quote_name(SpendEntry._meta.db_table)
     columns = ", ".join(ops.quote_name(column) for column in _COLUMNS)
     if connection.vendor == "postgresql":
-        rows = json.dumps(
-            [{c: _json_value(getattr(entry, c)) for c in _COLUMNS} for entry in entries]
-        )
+        rows = json.dumps([_json_row(entry) for entry in entries])
         record = ", ".join(f"{c} {kind}" for c, kind in zip(_COLUMNS, _PG_TYPES, strict=True))
         sql = (
             f"INSERT INTO {table} ({columns}) SELECT {columns} "
