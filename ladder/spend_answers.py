@@ -4,7 +4,7 @@ a batch, where each entry is validated on its own and refused in its own slot.""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from pydantic import ValidationError as PydanticValidationError
@@ -63,7 +63,8 @@ def entry_error(index: int, errors: EntryErrors) -> dict[str, Any]:
 
 def _domain_errors(error: DjangoValidationError) -> EntryErrors:
     # validation_error_body locates fields at ["body", "payload", field]: keep the field.
-    return [{**e, "loc": e["loc"][2:]} for e in validation_error_body(error)["detail"]]
+    detail = cast(EntryErrors, validation_error_body(error)["detail"])
+    return [{**e, "loc": e["loc"][2:]} for e in detail]
 
 
 def batch_results(

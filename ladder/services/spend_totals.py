@@ -28,7 +28,7 @@ from ladder.core import LadderConfig, Rung
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.services.common import PAID_RUNGS
 
-TOTAL_FIELD = DecimalField(max_digits=24, decimal_places=8)
+TOTAL_FIELD: DecimalField[Decimal, Decimal] = DecimalField(max_digits=24, decimal_places=8)
 
 # A (day, rung) key of the totals.
 TotalKey = tuple[date, str]
@@ -85,31 +85,31 @@ def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: date
         return False
     first, end = window_days(config, now)
     budgets: dict[str, Decimal] = {}
-    for rung in PAID_RUNGS:
-        budget = config.budget_for(rung)
+    for paid in PAID_RUNGS:
+        budget = config.budget_for(paid)
         if budget is not None and budget > 0:
-            budgets[rung.label] = budget
+            budgets[paid.label] = budget
     # What the entries add to the current window of each budgeted rung.
     added: dict[str, Decimal] = defaultdict(Decimal)
-    for (day, rung), amount in increments.items():
-        if rung in budgets and first <= day < end:
-            added[rung] += amount
-    keys = sorted(set(increments) | {(first, rung) for rung in added})
+    for (day, label), amount in increments.items():
+        if label in budgets and first <= day < end:
+            added[label] += amount
+    keys = sorted(set(increments) | {(first, label) for label in added})
     if len(_lock(keys)) < len(keys):
         # First spend of a day on a rung: create its total (a concurrent writer may
         # create it too: the conflict is ignored), then lock again.
         SpendDayTotal.objects.bulk_create(
-            [SpendDayTotal(day=day, rung=rung) for day, rung in keys], ignore_conflicts=True
+            [SpendDayTotal(day=day, rung=label) for day, label in keys], ignore_conflicts=True
         )
         _lock(keys)
     moving = {key: amount for key, amount in increments.items() if amount}
     if moving:
         if len(moving) == 1:
-            ((day, rung), amount), *_ = moving.items()
+            (amount,) = moving.values()
             change: Case | Value = Value(amount, output_field=TOTAL_FIELD)
         else:
             change = Case(
-                *(When(day=day, rung=rung, then=Value(a)) for (day, rung), a in moving.items()),
+                *(When(day=d, rung=r, then=Value(a)) for (d, r), a in moving.items()),
                 default=Value(Decimal(0), output_field=TOTAL_FIELD),
                 output_field=TOTAL_FIELD,
             )
@@ -119,9 +119,9 @@ def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: date
     after = window_totals(added, first, end)
     return any(
         core.crosses_budget(
-            budgets[rung], after.get(rung, Decimal(0)) - amount, after.get(rung, Decimal(0))
+            budgets[label], after.get(label, Decimal(0)) - amount, after.get(label, Decimal(0))
         )
-        for rung, amount in added.items()
+        for label, amount in added.items()
     )
 
 
