@@ -384,3 +384,25 @@ def test_concurrent_writes_keep_the_totals_equal_to_the_ledger_and_cross_once() 
     assert sum(total for _, _, total in _totals()) == Decimal("15.00000000")
     # 150 entries of 0.10 pass the 10 USD budget once: exactly one writer saw it.
     assert _state() == before + 1
+
+
+@override_settings(QUOTA_READING_RETENTION_DAYS=60)
+def test_the_migration_backfills_the_totals_from_the_ledger() -> None:
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("ladder.migrations.0008_spend_day_totals")
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(10)
+    _spend("a", "1.25")
+    _spend("b", "0.5", "gpt-4o", occurred_at=datetime(2026, 11, 28, 23, 59, tzinfo=UTC))
+    _spend("c", "2", occurred_at=datetime(2026, 11, 29, 0, 0, tzinfo=UTC))
+    SpendDayTotal.objects.all().delete()  # the ledger as it stood before 0008
+
+    migration.backfill_totals(apps, None)
+
+    assert _totals() == _ledger_sums() == [
+        (date(2026, 11, 28), "premium", Decimal("0.50000000")),
+        (date(2026, 11, 29), "cheap", Decimal("3.25000000")),
+    ]
