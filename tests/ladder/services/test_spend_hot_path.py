@@ -366,7 +366,7 @@ def test_concurrent_writes_keep_the_totals_equal_to_the_ledger_and_cross_once() 
                 # Alternate today and earlier days of the window; reports repeat ids.
                 day = NOW - timedelta(days=(worker + n) % 3)
                 _spend(f"r{(worker * 25 + n) % 150}", "0.1", occurred_at=day)
-        except BaseException as error:  # noqa: BLE001 (reported below)
+        except BaseException as error:
             errors.append(error)
         finally:
             connections.close_all()
@@ -402,7 +402,71 @@ def test_the_migration_backfills_the_totals_from_the_ledger() -> None:
 
     migration.backfill_totals(apps, None)
 
-    assert _totals() == _ledger_sums() == [
-        (date(2026, 11, 28), "premium", Decimal("0.50000000")),
-        (date(2026, 11, 29), "cheap", Decimal("3.25000000")),
-    ]
+    assert (
+        _totals()
+        == _ledger_sums()
+        == [
+            (date(2026, 11, 28), "premium", Decimal("0.50000000")),
+            (date(2026, 11, 29), "cheap", Decimal("3.25000000")),
+        ]
+    )
+
+
+@pytest.mark.skipif(db_connection.vendor != "postgresql", reason="the race needs PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_and_single_writes_keep_the_totals_and_cross_once() -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(10)
+    _budgets(cheap="20", window="month")
+    before = _state()
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def inputs(worker: int, n: int) -> list[services.SpendInput]:
+        # Overlapping request ids across workers, on three days of the window.
+        return [
+            services.SpendInput(
+                f"r{(worker * 7 + n * 50 + k) % 400}",
+                "openai-key",
+                "openai",
+                "gpt-4o-mini",
+                Decimal("0.1"),
+                occurred_at=NOW - timedelta(days=k % 3),
+            )
+            for k in range(50)
+        ]
+
+    def batch_writer(worker: int) -> None:
+        try:
+            start.wait(timeout=10)
+            for n in range(8):
+                services.record_spend_batch(inputs(worker, n), now=NOW)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    def single_writer(worker: int) -> None:
+        try:
+            start.wait(timeout=10)
+            for n in range(40):
+                _spend(f"r{(worker * 13 + n) % 400}", "0.1", occurred_at=NOW)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=batch_writer, args=(w,)) for w in range(4)]
+    threads += [threading.Thread(target=single_writer, args=(w,)) for w in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert errors == []
+    count = SpendEntry.objects.count()
+    assert [t for t in _totals() if t[2]] == _ledger_sums()
+    assert sum(total for _, _, total in _totals()) == Decimal("0.1") * count
+    # More than 200 entries of 0.10 pass the 20 USD budget once.
+    assert count > 200
+    assert _state() == before + 1
