@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Router, Status
 
-from ladder import metrics, pool_answers, services
+from ladder import metrics, pool_answers, services, spend_answers
 from ladder.core import (
     ADVERTISED_AUTO_IDS,
     AutoId,
@@ -37,6 +37,8 @@ from ladder.schemas import (
     ReadingIn,
     ReadingOut,
     SettingsSchema,
+    SpendBatchIn,
+    SpendBatchOut,
     SpendIn,
     SpendOut,
     SpendSummaryOut,
@@ -436,10 +438,6 @@ def get_settings(request: HttpRequest) -> dict[str, Any]:
     return settings_out()
 
 
-def _decimal(value: float | None) -> Decimal | None:
-    return Decimal(str(value)) if value is not None else None
-
-
 def _usd_6dp(value: float | None) -> Decimal | None:
     # The settings columns hold 6 decimals: round, rather than refuse 0.1234567 with a
     # 422 that names a model field the API does not have.
@@ -477,19 +475,26 @@ def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     """Record one request's cost, once per `request_id` (200 when seen before). A null
     `cost_usd` is computed from the tokens and the price catalog."""
     # A ValidationError (e.g. a computed cost too large to store) answers a 422.
-    entry, created = services.record_spend(
-        services.SpendInput(
-            request_id=payload.request_id,
-            connection_id=payload.connection_id,
-            provider=payload.provider,
-            model=payload.model,
-            cost_usd=_decimal(payload.cost_usd),
-            input_tokens=payload.input_tokens,
-            output_tokens=payload.output_tokens,
-            occurred_at=payload.occurred_at,
-        )
-    )
+    entry, created = services.record_spend(spend_answers.spend_input_of(payload))
     return Status((201 if created else 200), entry)
+
+
+@router.post(
+    "/spend/batch",
+    response={200: SpendBatchOut, **BODY_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+)
+def post_spend_batch(request: HttpRequest, payload: SpendBatchIn) -> Any:
+    """Record up to 1,000 requests' costs at once, each as POST /spend would: idempotent
+    per `request_id` (within the batch too), results in the order of the entries; a bad
+    entry gets `{"error": [...]}` (the single endpoint's 422 list) in its slot and stops
+    none of the others. More than 1,000 entries is a 422 and records nothing."""
+    parsed = [spend_answers.parse_entry(raw) for raw in payload.entries]
+    batch = services.record_spend_batch(
+        [item for item in parsed if isinstance(item, services.SpendInput)]
+    )
+    results = spend_answers.batch_results(parsed, batch)
+    return {"created": batch.created, "duplicates": batch.duplicates, "results": results}
 
 
 @router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)

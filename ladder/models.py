@@ -264,6 +264,26 @@ class SpendEntry(models.Model):
         return f"{self.request_id} {self.cost_usd} USD on {self.rung}"
 
 
+class SpendDayTotal(models.Model):
+    """The running total of the spend ledger per UTC calendar day and rung, kept in the
+    transaction of each ledger row (ladder.services.spend_totals): a budget window's
+    spend is the sum of at most 31 of these rows per rung, never a scan of the ledger."""
+
+    day = models.DateField()
+    rung = models.CharField(max_length=16)
+    # Wider than an entry's cost (16 digits): a day sums many of them.
+    spent_usd = models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
+
+    class Meta:
+        ordering = ("day", "rung")
+        constraints = (
+            models.UniqueConstraint(fields=("day", "rung"), name="spend_day_total_day_rung"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.rung}: {self.spent_usd} USD"
+
+
 class ApiToken(models.Model):
     """A bearer token for the REST API. Only a SHA-256 of the secret is stored: tokens
     are long random strings, so a fast hash is safe and keeps the hot path cheap."""

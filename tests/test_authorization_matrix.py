@@ -125,6 +125,7 @@ API_GATEWAY_OPERATIONS = {
     ("GET", "/api/v1/prices"),
     ("GET", "/api/v1/settings/ladder"),
     ("POST", "/api/v1/spend"),
+    ("POST", "/api/v1/spend/batch"),
     ("GET", "/api/v1/spend/summary"),
 }
 # Routes the API mounts that are documentation, not operations.

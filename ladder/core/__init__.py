@@ -21,6 +21,8 @@ from ladder.core.auto_ids import (
 from ladder.core.budgets import (
     budget_cause,
     budget_window_bounds,
+    crosses_budget,
+    utc_day,
 )
 from ladder.core.cooldowns import (
     CLEARED_COOLDOWN,
@@ -140,6 +142,7 @@ __all__ = [
     "clamp_cooldown_to_reset",
     "connection_cause",
     "connection_rung",
+    "crosses_budget",
     "decide",
     "derive_status",
     "due_age",
@@ -162,4 +165,5 @@ __all__ = [
     "supersedes",
     "unregistered_view",
     "usable_connections",
+    "utc_day",
 ]

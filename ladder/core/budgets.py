@@ -1,8 +1,9 @@
-"""Budgets: the calendar window of a paid rung's budget, and when the budget gates it."""
+"""Budgets: the calendar window of a paid rung's budget, when the budget gates it, and
+when one more entry of spend makes it cross its budget."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from ladder.core.prose import instant_text, money_text
@@ -50,3 +51,18 @@ def budget_cause(
         f"{'at an unknown time' if window_end is None else instant_text(window_end)}",
         window_end if window_end is not None and window_end > now else None,
     )
+
+
+def utc_day(instant: datetime) -> date:
+    """The UTC calendar day of an instant: the key of the spend running totals."""
+    return instant.astimezone(UTC).date()
+
+
+def crosses_budget(budget: Decimal | None, spent_before: Decimal, spent_after: Decimal) -> bool:
+    """Whether spend taking a rung's window total from `spent_before` to `spent_after`
+    makes it cross its budget (before < budget <= after): the one moment spend changes
+    what the budget gates. A rung without a budget (None) is never gated, and a budget
+    of 0 disables the rung whatever it spends, so neither ever crosses."""
+    if budget is None or budget <= 0:
+        return False
+    return spent_before < budget <= spent_after

@@ -111,6 +111,8 @@ from ladder.services.spend import (
     summarise_spend,
     validate_occurred_at,
 )
+from ladder.services.spend_batch import MAX_SPEND_BATCH, SpendBatch, record_spend_batch
+from ladder.services.spend_totals import add_to_totals, rebuild_spend_totals
 
 __all__ = [
     "DECISION_BASE_BYTES",
@@ -121,6 +123,7 @@ __all__ = [
     "DEFAULT_POLL_BACKOFF",
     "FOLLOW_SECONDS",
     "MAX_CLOCK_SKEW",
+    "MAX_SPEND_BATCH",
     "PAID_RUNGS",
     "SETTINGS_FIELDS",
     "VIEW_FIELDS",
@@ -140,11 +143,13 @@ __all__ = [
     "RefreshOutcome",
     "RungBudget",
     "Snapshot",
+    "SpendBatch",
     "SpendInput",
     "SpendSummary",
     "StoredReading",
     "UnknownCategory",
     "adapter_url",
+    "add_to_totals",
     "apply_event",
     "as_input_bytes",
     "cached_decision",
@@ -178,8 +183,10 @@ __all__ = [
     "reading_health",
     "reading_history",
     "reading_of",
+    "rebuild_spend_totals",
     "received_at",
     "record_spend",
+    "record_spend_batch",
     "referenced_connections",
     "refresh_quota",
     "refuse_bad_ids",

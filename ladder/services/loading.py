@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
-
-from django.db.models import Sum
 
 from billing import services as billing_services
 from billing.classify import Catalog
@@ -26,9 +23,10 @@ from ladder.core import (
     Rung,
     RungSpend,
 )
-from ladder.models import Candidate, Connection, QuotaReading, SpendEntry
+from ladder.models import Candidate, Connection, QuotaReading
 from ladder.services.common import PAID_RUNGS
 from ladder.services.config import load_config
+from ladder.services.spend_totals import spend_by_rung, window_days, window_totals
 
 
 def reading_of(row: QuotaReading | None) -> Reading | None:
@@ -58,22 +56,12 @@ def connections_with_readings() -> Any:
 
 
 def spend_in_window(config: LadderConfig, now: datetime) -> dict[Rung, RungSpend]:
-    """Spend of each paid rung in the current calendar budget window (one query)."""
-    start, end = core.budget_window_bounds(config.budget_window, now)
-    totals = dict(
-        SpendEntry.objects.filter(
-            rung__in=[rung.label for rung in PAID_RUNGS],
-            occurred_at__gte=start,
-            occurred_at__lt=end,
-        )
-        .values("rung")
-        .annotate(total=Sum("cost_usd"))
-        .values_list("rung", "total")
-    )
-    return {
-        rung: RungSpend(spent_usd=totals.get(rung.label) or Decimal(0), window_end=end)
-        for rung in PAID_RUNGS
-    }
+    """Spend of each paid rung in the current calendar budget window: one query over the
+    running totals per UTC day (ladder.services.spend_totals), never the ledger."""
+    first, end_day = window_days(config, now)
+    _, end = core.budget_window_bounds(config.budget_window, now)
+    totals = window_totals([rung.label for rung in PAID_RUNGS], first, end_day)
+    return spend_by_rung(totals, end)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_ids
 from ladder.services.config import load_config
 from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.loading import spend_in_window
+from ladder.services.spend_totals import add_to_totals
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,35 +38,51 @@ class SpendInput:
     occurred_at: datetime | None = None
 
 
+def current_spend_snapshot() -> Snapshot:
+    """The cached snapshot of catalog, prices and settings (one query: the counters)."""
+    return current_snapshot(billing_services.change_counters()[0])
+
+
+def rung_of(billing: tuple[str, str] | None, provider: str, model: str, snapshot: Snapshot) -> Rung:
+    """The rung a request landed on, from its connection's (provider, auth_type) (None:
+    not registered) and the model's tier, on the snapshot (no query)."""
+    verdict = snapshot.catalog.classify(*billing) if billing is not None else UNCURATED_VERDICT
+    tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
+    return core.rung_for(verdict, tier)
+
+
+def billing_of(connection_id: str) -> tuple[str, str] | None:
+    """A connection's (provider, auth_type), None when it is not registered (one query)."""
+    return (
+        Connection.objects.filter(connection_id=connection_id)
+        .values_list("provider", "auth_type")
+        .first()
+    )
+
+
 def spend_rung(
     connection_id: str, provider: str, model: str, snapshot: Snapshot | None = None
 ) -> Rung:
     """The rung a request landed on: billing of its connection, then the model's tier
     (from the cached snapshot the decisions use: no reload of a large price table)."""
-    if snapshot is None:
-        snapshot = current_snapshot(billing_services.change_counters()[0])
-    connection = Connection.objects.filter(connection_id=connection_id).first()
-    verdict = (
-        snapshot.catalog.classify(connection.provider, connection.auth_type)
-        if connection is not None
-        else UNCURATED_VERDICT
-    )
-    tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
-    return core.rung_for(verdict, tier)
+    return rung_of(billing_of(connection_id), provider, model, snapshot or current_spend_snapshot())
 
 
-def earliest_spend_at(now: datetime) -> datetime:
+def earliest_spend_at(now: datetime, config: LadderConfig | None = None) -> datetime:
     """The oldest `occurred_at` a spend report may carry: the retention period back, or
-    the start of the current budget window if that is earlier."""
+    the start of the current budget window if that is earlier (`config`: the settings
+    at hand, e.g. the snapshot's; loaded when not given)."""
     # Spend is refused beyond the product's one retention period (a year-1 date is a
     # broken clock, not a request), but never spend that still counts against a budget:
     # refusing it would let a paid rung overspend (a month outlasts 14 days' retention).
     retention_start = now - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
-    window_start, _ = core.budget_window_bounds(load_config().budget_window, now)
+    window_start, _ = core.budget_window_bounds((config or load_config()).budget_window, now)
     return min(retention_start, window_start)
 
 
-def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
+def validate_occurred_at(
+    occurred_at: datetime | None, now: datetime, config: LadderConfig | None = None
+) -> None:
     """At most MAX_CLOCK_SKEW ahead of `now` and not before `earliest_spend_at`."""
     if occurred_at is None:
         return
@@ -73,9 +90,8 @@ def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
         raise ValidationError(
             {"occurred_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
         )
-    # Cheap test first: the budget window (one query) is read only for an old date.
     retention = timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
-    if occurred_at < now - retention and occurred_at < earliest_spend_at(now):
+    if occurred_at < now - retention and occurred_at < earliest_spend_at(now, config):
         raise ValidationError(
             {
                 "occurred_at": [
@@ -86,53 +102,66 @@ def validate_occurred_at(occurred_at: datetime | None, now: datetime) -> None:
         )
 
 
+_COST_BOUNDS = bounds_of(SpendEntry, "cost_usd")
+
+
 def _spend_cost(cost: Decimal) -> Decimal:
     """The cost rounded to its column (16 digits, 8 after the point), or ValidationError:
     checked after rounding, since 99,999,999.999999995 rounds past the column, which
     SQLite would store and then fail every read of the spend ledger."""
-    bounds = bounds_of(SpendEntry, "cost_usd")
     try:
         if cost < 0:
             raise OutOfRange
-        return fit_decimal(cost, bounds)
+        return fit_decimal(cost, _COST_BOUNDS)
     except (OutOfRange, ArithmeticError):
         raise ValidationError(
-            {"cost_usd": [f"A request's cost must be between 0 and {bounds.high:,f} USD."]}
+            {"cost_usd": [f"A request's cost must be between 0 and {_COST_BOUNDS.high:,f} USD."]}
         ) from None
 
 
-def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
-    """Record one request's spend once per request_id; (entry, created)."""
+def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -> SpendEntry:
+    """The ledger row of a report not seen before, unsaved (no query), or
+    ValidationError: the cost (computed on the snapshot's prices when null) and the
+    date checked."""
     refuse_bad_ids("connection_id", [data.connection_id])
-    now = now or timezone.now()
-    existing = SpendEntry.objects.filter(request_id=data.request_id).first()
-    if existing is not None:
-        return existing, False
-    validate_occurred_at(data.occurred_at, now)
-    snapshot = current_snapshot(billing_services.change_counters()[0])
+    validate_occurred_at(data.occurred_at, now, snapshot.config)
     cost = data.cost_usd
     is_computed = cost is None
     if cost is None:
         cost = snapshot.prices.cost_usd(
             data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
         )
-    cost = _spend_cost(cost)
-    rung = spend_rung(data.connection_id, data.provider, data.model, snapshot)
+    return SpendEntry(
+        request_id=data.request_id,
+        connection_id=data.connection_id,
+        provider=data.provider,
+        model=data.model,
+        cost_usd=_spend_cost(cost),
+        is_cost_computed=is_computed,
+        input_tokens=data.input_tokens,
+        output_tokens=data.output_tokens,
+        rung=rung.label,
+        occurred_at=data.occurred_at or now,
+    )
+
+
+def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
+    """Record one request's spend once per request_id; (entry, created). Everything comes
+    from the cached snapshot: a constant handful of queries whatever the price catalog
+    holds, and the change version moves only when the entry crosses a rung's budget."""
+    refuse_bad_ids("connection_id", [data.connection_id])
+    now = now or timezone.now()
+    existing = SpendEntry.objects.filter(request_id=data.request_id).first()
+    if existing is not None:
+        return existing, False
+    snapshot = current_spend_snapshot()
+    rung = rung_of(billing_of(data.connection_id), data.provider, data.model, snapshot)
+    entry = new_entry(data, rung, snapshot, now)
     try:
         with transaction.atomic():
-            entry = SpendEntry.objects.create(
-                request_id=data.request_id,
-                connection_id=data.connection_id,
-                provider=data.provider,
-                model=data.model,
-                cost_usd=cost,
-                is_cost_computed=is_computed,
-                input_tokens=data.input_tokens,
-                output_tokens=data.output_tokens,
-                rung=rung.label,
-                occurred_at=data.occurred_at or now,
-            )
-            billing_services.bump(ChangeCounter.STATE)
+            entry.save(force_insert=True)
+            if add_to_totals([entry], snapshot.config, now):
+                billing_services.bump(ChangeCounter.STATE)
     except IntegrityError:  # the same request_id reported twice at once
         return SpendEntry.objects.get(request_id=data.request_id), False
     return entry, True

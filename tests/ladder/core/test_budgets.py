@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
@@ -15,6 +15,8 @@ from ladder.core import (
     Rung,
     RungSpend,
     budget_window_bounds,
+    crosses_budget,
+    utc_day,
 )
 from tests.ladder.core.factories import (
     LADDER_TIERS,
@@ -178,3 +180,39 @@ def test_no_budget_means_never_gated() -> None:
     decision = run(THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, spend=spend)
 
     assert pool(decision) == [(1, "cheap", "or")]
+
+
+# --- crossing a budget ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "before", "after", "crosses"),
+    [
+        ("10", "9", "10", True),  # reaches it exactly
+        ("10", "9.99999999", "25", True),  # passes it at once
+        ("10", "0", "10.5", True),  # one entry past the whole budget
+        ("10", "3", "9.99999999", False),  # still under
+        ("10", "10", "12", False),  # already spent before
+        ("10", "11", "12", False),
+        ("10", "9", "9", False),  # a zero-cost entry
+        ("0", "0", "5", False),  # budget 0: the rung is disabled, nothing to cross
+        (None, "0", "1000", False),  # no budget: never gated
+    ],
+)
+def test_spend_crosses_a_budget_only_going_from_under_it_to_at_least_it(
+    budget: str | None, before: str, after: str, crosses: bool
+) -> None:
+    assert (
+        crosses_budget(None if budget is None else Decimal(budget), Decimal(before), Decimal(after))
+        is crosses
+    )
+
+
+def test_the_utc_day_of_an_instant_is_its_day_in_utc() -> None:
+    plus_two = timezone(timedelta(hours=2))
+
+    assert [
+        utc_day(datetime(2026, 11, 30, 1, 30, tzinfo=plus_two)),
+        utc_day(datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)),
+        utc_day(datetime(2026, 11, 30, 0, 0, tzinfo=UTC)),
+    ] == [date(2026, 11, 29), date(2026, 11, 29), date(2026, 11, 30)]

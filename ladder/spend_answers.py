@@ -1,0 +1,101 @@
+"""The API side of spend reports: a body as the service's SpendInput, and the answer of
+a batch, where each entry is validated on its own and refused in its own slot."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, cast
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from pydantic import ValidationError as PydanticValidationError
+
+from ladder import services
+from ladder.models import SpendEntry
+from ladder.schemas import SpendEntryIn
+from omniroute_admin.errors import validation_error_body
+
+# A refused entry's errors, located inside the entry: [{"loc", "msg", "type"}].
+EntryErrors = list[dict[str, Any]]
+
+
+def spend_input_of(payload: Any) -> services.SpendInput:
+    """A validated body (SpendIn, or a batch entry's SpendEntryIn) as the service's
+    input (costs as exact decimals)."""
+    cost = payload.cost_usd
+    return services.SpendInput(
+        request_id=payload.request_id,
+        connection_id=payload.connection_id,
+        provider=payload.provider,
+        model=payload.model,
+        cost_usd=Decimal(str(cost)) if cost is not None else None,
+        input_tokens=payload.input_tokens,
+        output_tokens=payload.output_tokens,
+        occurred_at=payload.occurred_at,
+    )
+
+
+def parse_entry(raw: Any) -> services.SpendInput | EntryErrors:
+    """One batch entry validated exactly as POST /spend's body, or its errors."""
+    try:
+        payload = SpendEntryIn.model_validate(raw)
+    except PydanticValidationError as error:
+        return [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+            for e in error.errors(include_url=False)
+        ]
+    return spend_input_of(payload)
+
+
+def entry_error(index: int, errors: EntryErrors) -> dict[str, Any]:
+    """A refused entry's slot: its errors as the single endpoint's 422 lists them,
+    located at the entry (["body", "payload", "entries", index, field])."""
+    return {
+        "error": [
+            {
+                "loc": ["body", "payload", "entries", index, *error["loc"]],
+                "msg": error["msg"],
+                "type": error["type"],
+            }
+            for error in errors
+        ]
+    }
+
+
+def _domain_errors(error: DjangoValidationError) -> EntryErrors:
+    # validation_error_body locates fields at ["body", "payload", field]: keep the field.
+    detail = cast(EntryErrors, validation_error_body(error)["detail"])
+    return [{**e, "loc": e["loc"][2:]} for e in detail]
+
+
+def batch_results(
+    parsed: list[services.SpendInput | EntryErrors], batch: services.SpendBatch
+) -> list[Any]:
+    """The results of a batch in the order of its entries: the stored entry, or the
+    errors of one refused by the schema (`parsed`) or by the service (`batch`)."""
+    stored = iter(batch.results)
+    results: list[Any] = []
+    for index, item in enumerate(parsed):
+        if not isinstance(item, services.SpendInput):
+            results.append(entry_error(index, item))
+            continue
+        outcome = next(stored)
+        if isinstance(outcome, DjangoValidationError):
+            results.append(entry_error(index, _domain_errors(outcome)))
+        else:
+            results.append(entry_out(outcome))
+    return results
+
+
+def entry_out(entry: SpendEntry) -> dict[str, Any]:
+    """A ledger entry as SpendOut shows it, as a plain dict."""
+    return {
+        "request_id": entry.request_id,
+        "connection_id": entry.connection_id,
+        "provider": entry.provider,
+        "model": entry.model,
+        "cost_usd": float(entry.cost_usd),
+        "input_tokens": entry.input_tokens,
+        "output_tokens": entry.output_tokens,
+        "occurred_at": entry.occurred_at,
+        "rung": entry.rung,
+    }
