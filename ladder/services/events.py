@@ -81,7 +81,11 @@ def apply_event(
         )
     if header_reading is not None:
         header_reading = normalise_reading(header_reading, now)
-    if event is EventKind.SUCCESS and header_reading is None and _has_nothing_to_clear(connection_id):
+    if (
+        event is EventKind.SUCCESS
+        and header_reading is None
+        and _has_nothing_to_clear(connection_id)
+    ):
         # The common success: no failures, no cooldown, no quota headers. Nothing to
         # store, no counter to move: the lookup is the whole cost.
         return EventResult(connection_id, None, 0.0, False, 0)

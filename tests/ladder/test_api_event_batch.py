@@ -57,8 +57,14 @@ def test_entries_are_applied_in_order_and_answered_in_their_slots(gateway: str) 
          "cooldown_until"],
         ["error"],
     ]  # fmt: skip
-    assert [(r["connection_id"], r["consecutive_failures"], r["cooldown_seconds"]) for r in (
-        results[0], results[3], results[4])] == [("a", 1, 30.0), ("a", 2, 60.0), ("b", 0, 0.0)]  # fmt: skip
+    applied = [results[0], results[3], results[4]]
+    assert [
+        (r["connection_id"], r["consecutive_failures"], r["cooldown_seconds"]) for r in applied
+    ] == [
+        ("a", 1, 30.0),
+        ("a", 2, 60.0),
+        ("b", 0, 0.0),
+    ]
     assert results[1] == {"error": "No connection 'ghost'."}
     assert results[2]["error"].startswith("Invalid event: kind: ")
     assert "retry_after_seconds: " in results[2]["error"]

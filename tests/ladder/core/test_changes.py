@@ -64,9 +64,7 @@ def test_changes_on_its_own_at_is_the_earliest_future_instant_of_the_connection(
     fresh = view("plan", quota=reading(50.0, age_seconds=100))
     cooling = view("plan", cooldown_until=SOON, quota=reading(50.0, age_seconds=100))
 
-    assert changes_on_its_own_at(fresh, CONFIG, NOW) == NOW + timedelta(
-        seconds=80, microseconds=1
-    )
+    assert changes_on_its_own_at(fresh, CONFIG, NOW) == NOW + timedelta(seconds=80, microseconds=1)
     assert changes_on_its_own_at(cooling, CONFIG, NOW) == SOON
     assert changes_on_its_own_at(view("plan", quota=None), CONFIG, NOW) is None
 
@@ -147,9 +145,7 @@ def test_changes_on_its_own_at_is_the_earliest_future_instant_of_the_connection(
             id="cooldown-other-end",
         ),
         # A cooldown cleared while in force.
-        pytest.param(
-            view("plan", cooldown_until=SOON), view("plan"), True, id="cooldown-cleared"
-        ),
+        pytest.param(view("plan", cooldown_until=SOON), view("plan"), True, id="cooldown-cleared"),
         # A cooldown that already ended, cleared: no standing moves, no validity earlier.
         pytest.param(
             view("plan", cooldown_until=NOW - timedelta(seconds=1)),
