@@ -300,8 +300,8 @@ def run(world: World, sequence: list[tuple[Any, ...]], stats: dict[str, int]) ->
                 now += timedelta(seconds=step[1])
             else:
                 _write(step, now)
-                for held in tracked.values():
-                    held.writes += 1
+                for survivor in tracked.values():
+                    survivor.writes += 1
             counters = billing_services.change_counters()
             for auto_id in AUTO_IDS:
                 held = tracked.get(auto_id)
