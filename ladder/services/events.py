@@ -53,7 +53,7 @@ def apply_event(
     known_id(connection_id)
     now = now or timezone.now()
     event = core.event_kind(kind)  # ValueError naming the known kinds, before any query
-    header_reading: ReadingInput | None = None
+    implied_reading: ReadingInput | None = None
     if headers:
         info = parse_rate_limit_headers(headers, now)
         if retry_after_seconds is None:
@@ -63,7 +63,7 @@ def apply_event(
         # Headers that carry no percentage and no exhaustion (a bare reset time) say
         # nothing about quota: storing them would replace a good reading with UNKNOWN.
         if info.is_exhausted or any(w.remaining_percent is not None for w in info.windows):
-            header_reading = ReadingInput(
+            implied_reading = ReadingInput(
                 status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
                 windows=info.windows,
                 reset_at=info.reset_at,
@@ -71,7 +71,7 @@ def apply_event(
                 source="headers",
             )
     if event is EventKind.QUOTA_EXHAUSTED:
-        header_reading = ReadingInput(
+        implied_reading = ReadingInput(
             status=QuotaStatus.EXHAUSTED.value,
             remaining_percent=0.0,
             reset_at=reset_at,
@@ -79,11 +79,11 @@ def apply_event(
             source="event",
             detail="The gateway reported the quota exhausted.",
         )
-    if header_reading is not None:
-        header_reading = normalise_reading(header_reading, now)
+    if implied_reading is not None:
+        implied_reading = normalise_reading(implied_reading, now)
     if (
         event is EventKind.SUCCESS
-        and header_reading is None
+        and implied_reading is None
         and _has_nothing_to_clear(connection_id)
     ):
         # The common success: no failures, no cooldown, no quota headers. Nothing to
@@ -109,8 +109,8 @@ def apply_event(
             connection.cooldown_until = change.cooldown_until
             connection.consecutive_failures = change.consecutive_failures
             changed = ("cooldown_until", "consecutive_failures")
-        if header_reading is not None:
-            write_reading(connection, header_reading, snapshot.config, now, also_save=changed)
+        if implied_reading is not None:
+            write_reading(connection, implied_reading, snapshot.config, now, also_save=changed)
         elif changed:
             connection.save(update_fields=[*changed, "updated_at"])
         bump_if_it_can_change_a_pool(before, connection, snapshot, now)
