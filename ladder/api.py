@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Router, Status
 
-from ladder import metrics, pool_answers, services, spend_answers
+from ladder import event_batch, metrics, pool_answers, services, spend_answers
 from ladder.core import (
     ADVERTISED_AUTO_IDS,
     AutoId,
@@ -29,6 +29,8 @@ from ladder.schemas import (
     ConnectionIn,
     ConnectionOut,
     DecisionOut,
+    EventBatchIn,
+    EventBatchOut,
     EventIn,
     EventResultOut,
     ModelListOut,
@@ -235,6 +237,18 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
     )
     metrics.EVENTS.labels(kind=payload.kind).inc()
     return result
+
+
+@router.post(
+    "/events/batch",
+    response={200: EventBatchOut, **BODY_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+)
+def post_event_batch(request: HttpRequest, payload: EventBatchIn) -> Any:
+    """Report up to 1,000 events, each `Event` plus its `connection_id`, applied in
+    order; each result (an EventResult, or `{"error": ...}` for a bad entry or an unknown
+    connection) is in the slot of its entry."""
+    return {"results": event_batch.apply_batch(payload.events)}
 
 
 # --- candidates ----------------------------------------------------------------------------

@@ -269,6 +269,41 @@ class EventResultOut(Schema):
     consecutive_failures: int
 
 
+# The batch of events (api.md "Events from the gateway"): entries are validated one by
+# one by the endpoint, so that one bad entry is answered in its slot.
+MAX_EVENT_BATCH = 1000
+
+
+class BatchEventIn(EventIn):
+    connection_id: ConnectionIdStr
+
+
+class EventBatchIn(WriteSchema):
+    events: Annotated[list[Any], Field(max_length=MAX_EVENT_BATCH)]
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "events": [
+                        {"connection_id": "claude-max-1", "kind": "success"},
+                        {"connection_id": "codex-1", "kind": "rate_limited"},
+                    ]
+                }
+            ]
+        },
+    )
+
+
+class EventBatchErrorOut(Schema):
+    error: str
+
+
+class EventBatchOut(Schema):
+    results: list[EventResultOut | EventBatchErrorOut]
+
+
 # --- candidates and pools --------------------------------------------------------------------
 
 

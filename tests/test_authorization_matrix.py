@@ -119,6 +119,7 @@ API_GATEWAY_OPERATIONS = {
     ("POST", "/api/v1/connections/{connection_id}/readings"),
     ("POST", "/api/v1/connections/{connection_id}/refresh"),
     ("GET", "/api/v1/connections/{connection_id}/status"),
+    ("POST", "/api/v1/events/batch"),
     ("GET", "/api/v1/models"),
     ("GET", "/api/v1/pools/{auto_id}"),
     ("POST", "/api/v1/pools/{auto_id}"),

@@ -24,11 +24,13 @@ from ladder.core.budgets import (
     crosses_budget,
     utc_day,
 )
+from ladder.core.changes import Standing, can_change_pool, changes_on_its_own_at, standing
 from ladder.core.cooldowns import (
     CLEARED_COOLDOWN,
     apply_event,
     backoff_seconds,
     clamp_cooldown_to_reset,
+    event_kind,
     parse_reset_at,
 )
 from ladder.core.decide import (
@@ -36,6 +38,7 @@ from ladder.core.decide import (
     connection_cause,
     connection_rung,
     decide,
+    grouping_quota_cause,
     inputs_valid_until,
     rung_for,
     subscription_billing_cause,
@@ -130,6 +133,7 @@ __all__ = [
     "Rung",
     "RungSpend",
     "Staleness",
+    "Standing",
     "UnknownTier",
     "WindowReading",
     "answers_refresh",
@@ -139,6 +143,8 @@ __all__ = [
     "binding_window",
     "budget_cause",
     "budget_window_bounds",
+    "can_change_pool",
+    "changes_on_its_own_at",
     "clamp_cooldown_to_reset",
     "connection_cause",
     "connection_rung",
@@ -146,7 +152,9 @@ __all__ = [
     "decide",
     "derive_status",
     "due_age",
+    "event_kind",
     "exhausted_reading",
+    "grouping_quota_cause",
     "hysteresis_after",
     "inputs_valid_until",
     "is_polled",
@@ -160,6 +168,7 @@ __all__ = [
     "reading_staleness",
     "rung_for",
     "should_schedule_reset_refresh",
+    "standing",
     "stored_checked_at",
     "subscription_billing_cause",
     "supersedes",

@@ -44,6 +44,15 @@ def clamp_cooldown_to_reset(
     return reset
 
 
+def event_kind(kind: str) -> EventKind:
+    """The event kind named by `kind`; ValueError naming the known kinds otherwise."""
+    try:
+        return EventKind(kind)
+    except ValueError:
+        known = ", ".join(EventKind)
+        raise ValueError(f"unknown event kind {kind!r}: known kinds are {known}") from None
+
+
 CLEARED_COOLDOWN: Final = CooldownChange(None, 0.0, False, 0)
 
 
@@ -57,11 +66,7 @@ def apply_event(
     now: datetime,
 ) -> CooldownChange:
     """The cooldown written by a gateway event; a failure replaces any cooldown in force."""
-    try:
-        event = EventKind(kind)
-    except ValueError:
-        known = ", ".join(EventKind)
-        raise ValueError(f"unknown event kind {kind!r}: known kinds are {known}") from None
+    event = event_kind(kind)
     if event == EventKind.SUCCESS:
         # A success clears the failure count and the cooldown.
         return CLEARED_COOLDOWN

@@ -167,14 +167,27 @@ def _connection_verdict(
     gate = connection_cause(view, grouping, now)
     if gate is not None:
         return fixed_rung, (gate,) * _RUNGS
+    quota = grouping_quota_cause(view, grouping, config, now, max_age)
+    # Rungs 0-2 run out on quota; paid rungs 3-4 never consult readings, only budgets.
+    return fixed_rung, (quota, quota, quota, *budget_causes)
+
+
+def grouping_quota_cause(
+    view: ConnectionView,
+    grouping: Grouping,
+    config: LadderConfig,
+    now: datetime,
+    max_age: timedelta,
+) -> Cause | None:
+    """What keeps the connection off the quota-gated rungs (0-2) in this grouping;
+    None when its quota passes there."""
     quota = quota_cause_within(view.reading, view.hysteresis, config, now, max_age)
     if quota is not None and grouping == _THRIFTY and quota.reason in UNVERIFIED_QUOTA_REASONS:
         # Thrifty fails open where subscription fails closed: trying a plan connection
         # with no usable reading costs nothing; refusing it would send the request to a
         # paid rung on missing telemetry.
-        quota = None
-    # Rungs 0-2 run out on quota; paid rungs 3-4 never consult readings, only budgets.
-    return fixed_rung, (quota, quota, quota, *budget_causes)
+        return None
+    return quota
 
 
 def unregistered_view(connection_id: str, provider: str) -> ConnectionView:

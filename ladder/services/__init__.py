@@ -88,6 +88,7 @@ from ladder.services.readings import (
     received_at,
     server_clock,
     store_reading,
+    write_snapshot,
 )
 from ladder.services.registry import (
     CandidateInput,
@@ -210,4 +211,5 @@ __all__ = [
     "validate_occurred_at",
     "validate_settings",
     "views_of_rows",
+    "write_snapshot",
 ]

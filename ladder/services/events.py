@@ -9,15 +9,21 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from billing import services as billing_services
-from billing.models import ChangeCounter
 from ladder import core
-from ladder.core import QuotaStatus
+from ladder.core import EventKind, QuotaStatus
 from ladder.models import Connection
 from ladder.quota.headers import parse_rate_limit_headers
 from ladder.services.common import NotFound, known_id
-from ladder.services.config import load_config
-from ladder.services.readings import ReadingInput, store_reading
+from ladder.services.decisions import Snapshot
+from ladder.services.loading import view_of
+from ladder.services.readings import (
+    ReadingInput,
+    bump_if_it_can_change_a_pool,
+    lock_connection,
+    normalise_reading,
+    write_reading,
+    write_snapshot,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +43,17 @@ def apply_event(
     reset_at: datetime | None = None,
     headers: dict[str, str] | None = None,
     now: datetime | None = None,
+    snapshot: Snapshot | None = None,
 ) -> EventResult:
     """Write the cooldown a gateway event implies (replacing any in force), clamped to
-    the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading."""
+    the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading, and
+    understood quota headers a reading. The `state` counter moves only when the event
+    can change a pool (ladder/core/changes.py); a `success` with nothing to clear and no
+    quota headers stores nothing (one query). `snapshot`: the one a batch shares."""
     known_id(connection_id)
     now = now or timezone.now()
-    config = load_config()
-    header_reading: ReadingInput | None = None
+    event = core.event_kind(kind)  # ValueError naming the known kinds, before any query
+    implied_reading: ReadingInput | None = None
     if headers:
         info = parse_rate_limit_headers(headers, now)
         if retry_after_seconds is None:
@@ -53,46 +63,57 @@ def apply_event(
         # Headers that carry no percentage and no exhaustion (a bare reset time) say
         # nothing about quota: storing them would replace a good reading with UNKNOWN.
         if info.is_exhausted or any(w.remaining_percent is not None for w in info.windows):
-            header_reading = ReadingInput(
+            implied_reading = ReadingInput(
                 status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
                 windows=info.windows,
                 reset_at=info.reset_at,
                 checked_at=now,
                 source="headers",
             )
-    with transaction.atomic():
-        connection = (
-            Connection.objects.select_for_update().filter(connection_id=connection_id).first()
+    if event is EventKind.QUOTA_EXHAUSTED:
+        implied_reading = ReadingInput(
+            status=QuotaStatus.EXHAUSTED.value,
+            remaining_percent=0.0,
+            reset_at=reset_at,
+            checked_at=now,
+            source="event",
+            detail="The gateway reported the quota exhausted.",
         )
-        if connection is None:
-            raise NotFound(f"No connection {connection_id!r}.")
+    if implied_reading is not None:
+        implied_reading = normalise_reading(implied_reading, now)
+    if (
+        event is EventKind.SUCCESS
+        and implied_reading is None
+        and _has_nothing_to_clear(connection_id)
+    ):
+        # The common success: no failures, no cooldown, no quota headers. Nothing to
+        # store, no counter to move: the lookup is the whole cost.
+        return EventResult(connection_id, None, 0.0, False, 0)
+    snapshot = snapshot or write_snapshot()
+    with transaction.atomic():
+        connection = lock_connection(connection_id)
+        before = view_of(connection, snapshot.catalog)
         change = core.apply_event(
             kind,
             consecutive_failures=connection.consecutive_failures,
             retry_after_seconds=retry_after_seconds,
             reset_at=reset_at,
-            config=config,
+            config=snapshot.config,
             now=now,
         )
-        connection.cooldown_until = change.cooldown_until
-        connection.consecutive_failures = change.consecutive_failures
-        connection.save(update_fields=["cooldown_until", "consecutive_failures", "updated_at"])
-        billing_services.bump(ChangeCounter.STATE)
-        if kind == "quota_exhausted":
-            store_reading(
-                connection_id,
-                ReadingInput(
-                    status=QuotaStatus.EXHAUSTED.value,
-                    remaining_percent=0.0,
-                    reset_at=reset_at,
-                    checked_at=now,
-                    source="event",
-                    detail="The gateway reported the quota exhausted.",
-                ),
-                now=now,
-            )
-        elif header_reading is not None:
-            store_reading(connection_id, header_reading, now=now)
+        changed: tuple[str, ...] = ()
+        if (connection.cooldown_until, connection.consecutive_failures) != (
+            change.cooldown_until,
+            change.consecutive_failures,
+        ):
+            connection.cooldown_until = change.cooldown_until
+            connection.consecutive_failures = change.consecutive_failures
+            changed = ("cooldown_until", "consecutive_failures")
+        if implied_reading is not None:
+            write_reading(connection, implied_reading, snapshot.config, now, also_save=changed)
+        elif changed:
+            connection.save(update_fields=[*changed, "updated_at"])
+        bump_if_it_can_change_a_pool(before, connection, snapshot, now)
     return EventResult(
         connection_id=connection_id,
         cooldown_until=change.cooldown_until,
@@ -100,3 +121,16 @@ def apply_event(
         clamped_to_reset=change.clamped_to_reset,
         consecutive_failures=change.consecutive_failures,
     )
+
+
+def _has_nothing_to_clear(connection_id: str) -> bool:
+    """True when the connection has no failures and no cooldown; NotFound when there is
+    no such connection (one query, no lock: a success changes nothing then)."""
+    row = (
+        Connection.objects.filter(connection_id=connection_id)
+        .values_list("consecutive_failures", "cooldown_until")
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    return row == (0, None)

@@ -50,6 +50,20 @@ def hysteresis_of(connection: Connection) -> Hysteresis:
     )
 
 
+def view_of(connection: Connection, catalog: Catalog) -> ConnectionView:
+    """The core's view of one connection row (its current reading joined in, or loaded)."""
+    return ConnectionView(
+        connection_id=connection.connection_id,
+        provider=connection.provider,
+        auth_type=connection.auth_type,
+        billing=catalog.classify(connection.provider, connection.auth_type),
+        is_active=connection.is_active,
+        cooldown_until=connection.cooldown_until,
+        reading=reading_of(connection.current_reading),
+        hysteresis=hysteresis_of(connection),
+    )
+
+
 def connections_with_readings() -> Any:
     """Connections with their current reading joined in (one query when evaluated)."""
     return Connection.objects.select_related("current_reading")

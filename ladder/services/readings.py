@@ -15,12 +15,12 @@ from billing import services as billing_services
 from billing.bounds import OutOfRange, bounds_of, check_float
 from billing.models import ChangeCounter
 from ladder import core
-from ladder.core import HysteresisState, WindowReading
+from ladder.core import ConnectionView, HysteresisState, LadderConfig, WindowReading
 from ladder.models import Connection, HysteresisTransition, QuotaReading
 from ladder.services.common import MAX_CLOCK_SKEW, NotFound, known_id
-from ladder.services.config import load_config
+from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.enqueue import schedule_refresh_at_reset
-from ladder.services.loading import hysteresis_of, reading_of
+from ladder.services.loading import hysteresis_of, reading_of, view_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,77 +106,121 @@ def received_at(now: datetime) -> datetime:
     return max(now, server_clock())
 
 
+def write_snapshot() -> Snapshot:
+    """The cached snapshot of catalog, prices and settings a write is judged with (one
+    query, the change counters, while the config counter stands)."""
+    return current_snapshot(billing_services.change_counters()[0])
+
+
+def lock_connection(connection_id: str) -> Connection:
+    """The connection row locked for this transaction, its current reading joined in;
+    NotFound when there is none."""
+    connection = (
+        Connection.objects.select_for_update(of=("self",))
+        .select_related("current_reading")
+        .filter(connection_id=connection_id)
+        .first()
+    )
+    if connection is None:
+        raise NotFound(f"No connection {connection_id!r}.")
+    return connection
+
+
+def bump_if_it_can_change_a_pool(
+    before: ConnectionView, connection: Connection, snapshot: Snapshot, now: datetime
+) -> bool:
+    """Move the `state` counter iff the write that made `connection` out of `before`
+    can change a pool (ladder/core/changes.py); True when it did."""
+    after = view_of(connection, snapshot.catalog)
+    if not core.can_change_pool(before, after, snapshot.config, now):
+        return False
+    billing_services.bump(ChangeCounter.STATE)
+    return True
+
+
 def store_reading(
     connection_id: str, data: ReadingInput, *, now: datetime | None = None
 ) -> StoredReading:
     """Store a reading; if it is the newest it becomes current and updates hysteresis,
-    all in one transaction. NotFound for an unknown connection."""
+    all in one transaction; the `state` counter moves only when this can change a pool.
+    NotFound for an unknown connection."""
     known_id(connection_id)
     now = now or timezone.now()
     data = normalise_reading(data, now)
+    snapshot = write_snapshot()
+    with transaction.atomic():
+        connection = lock_connection(connection_id)
+        before = view_of(connection, snapshot.catalog)
+        stored = write_reading(connection, data, snapshot.config, now)
+        bump_if_it_can_change_a_pool(before, connection, snapshot, now)
+    return stored
+
+
+def write_reading(
+    connection: Connection,
+    data: ReadingInput,
+    config: LadderConfig,
+    now: datetime,
+    *,
+    also_save: tuple[str, ...] = (),
+) -> StoredReading:
+    """Inside the caller's transaction, with `connection` locked: store a normalised
+    reading; if it is the newest it becomes current and moves the hysteresis. Saves the
+    connection (with `also_save`, fields the caller changed); never bumps a counter."""
     assert data.checked_at is not None
     assert data.status is not None
-    config = load_config()
-    with transaction.atomic():
-        connection = (
-            Connection.objects.select_for_update(of=("self",))
-            .select_related("current_reading")
-            .filter(connection_id=connection_id)
-            .first()
-        )
-        if connection is None:
-            raise NotFound(f"No connection {connection_id!r}.")
-        reading = QuotaReading.objects.create(
-            connection=connection,
-            status=data.status,
-            remaining_percent=data.remaining_percent,
-            reset_at=data.reset_at,
-            checked_at=data.checked_at,
-            windows=_windows_json(data.windows),
-            source=data.source,
-            detail=data.detail[:500],
-        )
-        current = connection.current_reading
-        # A late-arriving older reading is kept as history but does not change the state.
-        is_current = core.supersedes(
-            reading.checked_at,
-            current.checked_at if current is not None else None,
-            received_at(now),
-        )
-        transition = None
-        if is_current:
-            connection.current_reading = reading
-            previous = hysteresis_of(connection)
-            core_reading = reading_of(reading)
-            assert core_reading is not None
-            after = core.hysteresis_after(previous, core_reading, config)
-            update_fields = ["current_reading", "updated_at"]
-            if previous == core.NEVER_READ and after.state is HysteresisState.IN_PLAY:
-                # The first reading starts the in-play period (no flip, so no transition row).
-                connection.hysteresis_since = data.checked_at
-                connection.hysteresis_reason = "in play since its first reading"
-                update_fields += ["hysteresis_since", "hysteresis_reason"]
-            if after.state is not previous.state:
-                connection.hysteresis_state = after.state.value
-                connection.hysteresis_since = after.since
-                connection.hysteresis_reason = after.reason[:300]
-                update_fields += ["hysteresis_state", "hysteresis_since", "hysteresis_reason"]
-                transition = HysteresisTransition.objects.create(
-                    connection=connection,
-                    state=after.state.value,
-                    at=after.since or data.checked_at,
-                    reason=after.reason[:300],
-                )
-            connection.save(update_fields=update_fields)
-        billing_services.bump(ChangeCounter.STATE)
-        stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
-        if is_current and core.should_schedule_reset_refresh(
-            reading.reset_at,
-            current.reset_at if current is not None else None,
-            current.checked_at if current is not None else None,
-            now,
-        ):
-            transaction.on_commit(lambda: schedule_refresh_at_reset(connection, reading.reset_at))
+    reading = QuotaReading.objects.create(
+        connection=connection,
+        status=data.status,
+        remaining_percent=data.remaining_percent,
+        reset_at=data.reset_at,
+        checked_at=data.checked_at,
+        windows=_windows_json(data.windows),
+        source=data.source,
+        detail=data.detail[:500],
+    )
+    current = connection.current_reading
+    # A late-arriving older reading is kept as history but does not change the state.
+    is_current = core.supersedes(
+        reading.checked_at,
+        current.checked_at if current is not None else None,
+        received_at(now),
+    )
+    transition = None
+    update_fields = list(also_save)
+    if is_current:
+        connection.current_reading = reading
+        previous = hysteresis_of(connection)
+        core_reading = reading_of(reading)
+        assert core_reading is not None
+        after = core.hysteresis_after(previous, core_reading, config)
+        update_fields += ["current_reading"]
+        if previous == core.NEVER_READ and after.state is HysteresisState.IN_PLAY:
+            # The first reading starts the in-play period (no flip, so no transition row).
+            connection.hysteresis_since = data.checked_at
+            connection.hysteresis_reason = "in play since its first reading"
+            update_fields += ["hysteresis_since", "hysteresis_reason"]
+        if after.state is not previous.state:
+            connection.hysteresis_state = after.state.value
+            connection.hysteresis_since = after.since
+            connection.hysteresis_reason = after.reason[:300]
+            update_fields += ["hysteresis_state", "hysteresis_since", "hysteresis_reason"]
+            transition = HysteresisTransition.objects.create(
+                connection=connection,
+                state=after.state.value,
+                at=after.since or data.checked_at,
+                reason=after.reason[:300],
+            )
+    if update_fields:
+        connection.save(update_fields=[*update_fields, "updated_at"])
+    stored = StoredReading(reading=reading, is_current=is_current, transition=transition)
+    if is_current and core.should_schedule_reset_refresh(
+        reading.reset_at,
+        current.reset_at if current is not None else None,
+        current.checked_at if current is not None else None,
+        now,
+    ):
+        transaction.on_commit(lambda: schedule_refresh_at_reset(connection, reading.reset_at))
     return stored
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from ladder.models import ApiToken, Candidate, QuotaReading
+from ladder.services import clear_caches
 from tests.ladder.factories import (
     api,
     make_candidate,
@@ -624,6 +625,8 @@ def world(candidates: int, operator: str) -> list[dict[str, Any]]:
     make_candidate(connection_id="conn-0", priority=candidates)
     # The token's last use is fresh: no request below writes it.
     ApiToken.objects.update(last_used_at=timezone.now())
+    # As a process that has not decided yet: the readings above warmed its snapshot.
+    clear_caches()
     return [
         {
             "id": c.pk,

@@ -1,0 +1,102 @@
+"""What can change a pool: whether a write to one connection (a reading, a gateway
+event) must move the `state` change counter, which throws away every cached decision in
+every process.
+
+A decision is a function of each referenced connection's **standing** in its grouping:
+the cause that keeps it out (or none) and when that cause says it may come back. For a
+connection and a grouping the standing is
+
+- the connection-wide cause (`connection_cause`: inactive, billing in
+  `auto/subscription`, cooling down) with its `may_return_at` (the cooldown's end);
+- else the quota cause of the quota-gated rungs (`grouping_quota_cause`: quota_unknown,
+  reset_passed, quota_stale, quota_exhausted, below_reentry incl. the hysteresis band,
+  with thrifty's fail-open applied) with its `may_return_at` (the reading's reset);
+- else none: usable.
+
+(The paid rungs' budget causes depend on spend, never on a connection; the connection's
+rung depends on its billing, which no reading or event changes.) A cached decision is kept
+until its `valid_until`, the earliest instant at which any of its inputs changes on its
+own (`inputs_valid_until`); until then every input's standing is constant by construction.
+
+So a write to one connection **can change a pool** iff, in either grouping, its standing
+at the write's instant differs before and after the write, or its own contribution to
+`inputs_valid_until` becomes EARLIER (None counts as never). When neither holds, every
+cached decision stays correct until its own `valid_until`: the standing after the write
+equals the standing before it on [now, valid_until), because the instant it can change on
+its own is no earlier than before, and before it was no earlier than `valid_until`. A
+later contribution is safe: the cached decision just expires early and is recomputed.
+
+What may lag in a cached decision after a write that did not move the counter (never
+the candidates, their order, rungs and connection lists; never an excluded row's
+provider, model, connection, rung or reason; never `next_change_at`):
+
+- the numbers in an exclusion's `detail` sentence (the remaining percent, a reading's
+  age, a cooldown's seconds from now);
+- `computed_at`, and `valid_until`, which may be EARLIER than a recomputation would give
+  (never later).
+
+That lag lasts at most until the cached decision's `valid_until`, which comes at most
+`max_state_age_seconds` (plus one microsecond) after the `checked_at` of the newest reading
+it was computed from, for every connection with a reading; for a connection never read
+or only gated by billing or inactivity, the sentence has no numbers to lag.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from ladder.core.decide import connection_cause, grouping_quota_cause, inputs_valid_until
+from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason
+
+
+class Standing(NamedTuple):
+    """What a decision reads of one connection in one grouping: the reason that keeps it
+    out (None: usable) and when that reason says it may come back (None: not known)."""
+
+    reason: Reason | None
+    may_return_at: datetime | None
+
+
+def standing(
+    view: ConnectionView, grouping: Grouping, config: LadderConfig, now: datetime
+) -> Standing:
+    """The connection's standing in a grouping at `now`, by the decision's own rules."""
+    cause = connection_cause(view, grouping, now)
+    if cause is None:
+        max_age = timedelta(seconds=config.max_state_age_seconds)
+        cause = grouping_quota_cause(view, grouping, config, now, max_age)
+    if cause is None:
+        return Standing(None, None)
+    return Standing(cause.reason, cause.may_return_at)
+
+
+def changes_on_its_own_at(
+    view: ConnectionView, config: LadderConfig, now: datetime
+) -> datetime | None:
+    """The connection's contribution to a decision's validity: the earliest future
+    instant at which it may change with no write (None: never)."""
+    return inputs_valid_until((view,), {}, config, now)
+
+
+def _is_earlier(instant: datetime | None, than: datetime | None) -> bool:
+    # None is "never": any instant is earlier than never, never is earlier than nothing.
+    return instant is not None and (than is None or instant < than)
+
+
+def can_change_pool(
+    before: ConnectionView | None,
+    after: ConnectionView | None,
+    config: LadderConfig,
+    now: datetime,
+) -> bool:
+    """Whether a write that turns the connection `before` into `after` at `now` can
+    change any pool (None: no such connection). See the module docstring."""
+    if before is None or after is None:
+        return before is not after
+    for grouping in Grouping:
+        if standing(before, grouping, config, now) != standing(after, grouping, config, now):
+            return True
+    return _is_earlier(
+        changes_on_its_own_at(after, config, now), changes_on_its_own_at(before, config, now)
+    )
