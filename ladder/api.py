@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Path, Router, Status
+from django.http import HttpResponse
+from ninja import Path, Query, Router, Schema, Status
 
 from ladder import metrics, pool_answers, services
 from ladder.core import (
@@ -21,6 +22,7 @@ from ladder.core import (
     connection_rung,
     is_reading_current,
 )
+from ladder.core.change_version import VERSION_REGEX, format_version, parse_version
 from ladder.core.settings_bounds import TUNING_FIELDS
 from ladder.models import Candidate, Connection
 from ladder.schemas import (
@@ -44,6 +46,7 @@ from ladder.schemas import (
 )
 from ladder.schemas import CandidateIn as CandidateSchema
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
+from omniroute_admin.change_feed import HOLD_HEADER, hold_value
 from omniroute_admin.errors import (
     BODY_ERRORS,
     GATEWAY_ERRORS,
@@ -361,6 +364,44 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
     )
     pool_answers.observe(parsed, decision, started)
     return pool_answers.decision_response(decision)
+
+
+# --- the change feed (spec/api.md "Caching a decision in the gateway") --------------------
+
+
+class ChangesOut(Schema):
+    version: str
+
+
+MAX_FEED_WAIT_SECONDS = 30
+
+
+@router.get(
+    "/changes",
+    response={200: ChangesOut, **PATH_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+    summary="The change version, long-polled",
+)
+def get_changes(
+    request: HttpRequest,
+    response: HttpResponse,
+    after: Annotated[
+        str | None,
+        Query(pattern=VERSION_REGEX, description="The version the gateway holds."),
+    ] = None,
+    wait: Annotated[
+        int,
+        Query(ge=0, le=MAX_FEED_WAIT_SECONDS, description="Seconds to wait for a change."),
+    ] = 0,
+) -> Any:
+    """The control plane's change version. With `after` equal to it, waits up to `wait`
+    seconds for the next change before answering; otherwise answers at once. The wait
+    is the server layer's (omniroute_admin.change_feed): this view only decides."""
+    counters = request.auth.counters  # type: ignore[attr-defined]  (read with the token)
+    if wait > 0 and after is not None and parse_version(after) == counters:
+        response[HOLD_HEADER] = hold_value(counters, wait)
+    response["Cache-Control"] = "no-store"
+    return {"version": format_version(counters)}
 
 
 # --- models list ----------------------------------------------------------------------------
