@@ -37,11 +37,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
+from prometheus_client import Gauge
 
 from billing.models import ChangeCounter
 from billing.services import change_counters
 from billing.services.counters import CHANGE_CHANNEL
 from ladder.core.change_version import Counters, format_version, has_moved, parse_version
+from ladder.metrics import REGISTRY
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,10 @@ class ChangeHub:
     @property
     def counters(self) -> Counters | None:
         return self._counters
+
+    @property
+    def waiters(self) -> int:
+        return self._waiters
 
     def wait_for_change(self, after: Counters, timeout: float) -> Counters | None:
         """Block until the version moves past `after` or `timeout` seconds pass."""
@@ -255,6 +261,14 @@ def get_hub() -> ChangeHub:
         if _hub is None or _hub.pid != os.getpid():
             _hub = ChangeHub(listen=connections[DEFAULT_DB_ALIAS].vendor == "postgresql")
         return _hub
+
+
+WAITERS = Gauge(
+    "omniroute_change_feed_waiters",
+    "Change-feed requests waiting for the version to move in this process.",
+    registry=REGISTRY,
+)
+WAITERS.set_function(lambda: _hub.waiters if _hub is not None and _hub.pid == os.getpid() else 0)
 
 
 def take_hold(headers: Headers) -> tuple[Headers, tuple[Counters, float] | None]:

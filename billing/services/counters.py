@@ -29,6 +29,9 @@ def bump(counter: str) -> None:
         updated = ChangeCounter.objects.filter(name=counter).update(value=F("value") + 1)
     if not updated:  # a database that lost its seeded row
         ChangeCounter.objects.get_or_create(name=counter, defaults={"value": 1})
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, '')", [CHANGE_CHANNEL])
 
 
 def _notifying_bump() -> str:
