@@ -8,9 +8,8 @@ import time
 from decimal import Decimal
 from typing import Annotated, Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from django.http import HttpResponse
 from ninja import Path, Query, Router, Schema, Status
 
 from ladder import metrics, pool_answers, services
@@ -397,7 +396,8 @@ def get_changes(
     """The control plane's change version. With `after` equal to it, waits up to `wait`
     seconds for the next change before answering; otherwise answers at once. The wait
     is the server layer's (omniroute_admin.change_feed): this view only decides."""
-    counters = request.auth.counters  # type: ignore[attr-defined]  (read with the token)
+    counters = pool_answers.request_counters(request)  # read with the token
+    assert counters is not None
     if wait > 0 and after is not None and parse_version(after) == counters:
         response[HOLD_HEADER] = hold_value(counters, wait)
     response["Cache-Control"] = "no-store"

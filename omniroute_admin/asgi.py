@@ -4,7 +4,7 @@
 
 Every request runs the WSGI application (the pool fast lane in front of Django, exactly
 as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, the fast
-lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process (a2wsgi).
+lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process.
 A change-feed answer that asks to be held (omniroute_admin.change_feed) is then held on
 the event loop: the thread is back in the pool at once, and a gateway long-polling the
 feed costs one coroutine and one socket, never a thread or a database connection."""
@@ -14,17 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor
+from io import BytesIO
 from typing import Any
 
-from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import build_environ
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
-from django.conf import settings  # noqa: E402
+from django.conf import settings
 
-from omniroute_admin.wsgi import lanes  # noqa: E402  (loads Django)
+from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
-from omniroute_admin.change_feed import (  # noqa: E402
+# isort: split
+from omniroute_admin.change_feed import (
     FEED_PATH,
     get_hub,
     take_hold,
@@ -32,18 +35,86 @@ from omniroute_admin.change_feed import (  # noqa: E402
     with_body,
 )
 
-_wsgi = WSGIMiddleware(lanes, workers=int(settings.ASGI_WSGI_THREADS))  # type: ignore[arg-type]
-
 Scope = dict[str, Any]
 Receive = Any
 Send = Any
+
+
+class BufferedWSGI:
+    """A WSGI application as ASGI, one thread hop per request: the body is read on the
+    loop, the whole call (environ to the last body byte) runs on a pool thread, and the
+    answer is sent from the loop. a2wsgi's WSGIMiddleware hands every message across
+    threads and back (three round trips for a small answer), which halved the pool
+    endpoint's throughput here; every answer of this app is small and none streams, so
+    buffering costs nothing. Its environ is a2wsgi's."""
+
+    def __init__(self, app: Any, threads: int) -> None:
+        self.app = app
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        body = await _body(scope, receive)
+        environ: Any = build_environ(scope, BytesIO(body))  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        status, headers, content = await loop.run_in_executor(self.executor, self._call, environ)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        started: list[Any] = []
+        chunks: list[bytes] = []
+
+        def start_response(status: str, headers: list[Any], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return chunks.append
+
+        result = self.app(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            getattr(result, "close", lambda: None)()
+        status, headers = started
+        encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
+        return int(status.split(" ", 1)[0]), encoded, b"".join(chunks)
+
+
+async def _body(scope: Scope, receive: Receive) -> bytes:
+    """The request body, unless its declared length is over the limit (Django answers
+    the 413 from the header without reading it: omniroute_admin.middleware)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = next((v for n, v in scope["headers"] if n == b"content-length"), b"0")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        return b""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if limit is not None and size > limit:  # undeclared and too long: Django
+            return b""  # reads CONTENT_LENGTH bytes, none here, and answers from that
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+_wsgi = BufferedWSGI(lanes, int(settings.ASGI_WSGI_THREADS))
 
 
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "http" and scope["path"] == FEED_PATH and not scope.get("root_path"):
         await _feed(scope, receive, send)
     else:
-        await _wsgi(scope, receive, send)  # type: ignore[arg-type]
+        await _wsgi(scope, receive, send)
 
 
 async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,7 +124,7 @@ async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
     async def keep(message: dict[str, Any]) -> None:
         messages.append(message)
 
-    await _wsgi(scope, receive, keep)  # type: ignore[arg-type]
+    await _wsgi(scope, receive, keep)
     start, *body = messages
     headers = [(n.decode("latin1"), v.decode("latin1")) for n, v in start["headers"]]
     headers, hold = take_hold(headers)

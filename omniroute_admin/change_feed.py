@@ -28,6 +28,7 @@ waiter. No Redis pub/sub: every deployment with more than one host has PostgreSQ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -149,10 +150,8 @@ class ChangeHub:
                 if remaining <= 0:
                     return None
                 event = self._events[loop]
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), remaining)
-                except TimeoutError:
-                    pass
         finally:
             with self._condition:
                 self._waiters -= 1

@@ -164,6 +164,10 @@ def _long_polls(server: FeedServer, count: int, token: str, after: str) -> list[
     return threads
 
 
+def _wait_for_waiters(server: FeedServer, count: int) -> None:
+    wait_until(lambda: server.waiters() == count, timeout=30, interval=0.1)
+
+
 def _a_write_through_the_services() -> None:
     with transaction.atomic():
         services.upsert_connection(
@@ -188,7 +192,7 @@ def test_one_committed_write_wakes_every_client_waiting_on_every_server(
     for server in two_asgi_and_one_gthread:
         threads += _long_polls(server, counts[server.name], token, before)
     for server in two_asgi_and_one_gthread:  # every client is being held, not yet answered
-        wait_until(lambda s=server: s.waiters() == counts[s.name], timeout=30, interval=0.1)
+        _wait_for_waiters(server, counts[server.name])
 
     _a_write_through_the_services()
     after = _version()
@@ -199,9 +203,9 @@ def test_one_committed_write_wakes_every_client_waiting_on_every_server(
     assert after != before
     for server in two_asgi_and_one_gthread:
         answers: list[Answer] = server.answers  # type: ignore[attr-defined]
-        assert [(a.status, a.json()) for a in answers] == [
-            (200, {"version": after})
-        ] * counts[server.name], server.name
+        assert [(a.status, a.json()) for a in answers] == [(200, {"version": after})] * counts[
+            server.name
+        ], server.name
 
 
 def test_with_fifty_clients_waiting_the_pool_endpoint_answers_every_request(
@@ -210,7 +214,7 @@ def test_with_fifty_clients_waiting_the_pool_endpoint_answers_every_request(
     before = _version()
     connections.close_all()
     waiting = _long_polls(asgi, 50, token, before)
-    wait_until(lambda: asgi.waiters() == 50, timeout=30, interval=0.1)
+    _wait_for_waiters(asgi, 50)
 
     pools = [
         http_call(asgi.url, "GET", "/api/v1/pools/auto/thrifty", token=token) for _ in range(40)
