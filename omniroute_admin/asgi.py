@@ -27,13 +27,8 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
-from omniroute_admin.change_feed import (
-    FEED_PATH,
-    get_hub,
-    take_hold,
-    version_body,
-    with_body,
-)
+from omniroute_admin import change_feed
+from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
 
 Scope = dict[str, Any]
 Receive = Any
@@ -146,7 +141,7 @@ async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
 
 async def _held(receive: Receive, after: tuple[int, int], wait: float) -> Any:
     """The new counters, None once `wait` passed or the client went away."""
-    change = asyncio.ensure_future(get_hub().await_change(after, wait))
+    change = asyncio.ensure_future(change_feed.get_hub().await_change(after, wait))
     gone = asyncio.ensure_future(_disconnected(receive))
     try:
         await asyncio.wait({change, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -38,6 +38,9 @@ class FakeHub:
         self.asked.append((after, timeout))
         return self.answer
 
+    async def await_change(self, after: tuple[int, int], timeout: float) -> tuple[int, int] | None:
+        return self.wait_for_change(after, timeout)
+
 
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> FakeHub:
@@ -236,3 +239,57 @@ def test_fifty_coroutines_wake_on_one_change_with_one_poller(
 def test_a_coroutine_wait_times_out_with_none(polled: tuple[ChangeHub, Counters]) -> None:
     hub, _ = polled
     assert asyncio.run(hub.await_change((3, 7), 0.02)) is None
+
+
+# --- the ASGI server layer (omniroute_admin/asgi.py) ----------------------------------------
+
+
+def _asgi(path: str, token: str | None = None, **kwargs: Any) -> Any:
+    """One request through the ASGI application, as uvicorn would make it."""
+    import httpx
+
+    from omniroute_admin.asgi import application
+
+    async def send() -> Any:
+        transport = httpx.ASGITransport(app=application)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            return await c.request(kwargs.pop("method", "GET"), path, headers=headers, **kwargs)
+
+    return asyncio.run(send())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_asgi_serves_every_other_path_through_the_wsgi_app(hub: FakeHub) -> None:
+    answer = _asgi("/healthz")
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+    assert answer.headers["x-content-type-options"] == "nosniff"  # Django's middleware ran
+
+
+@pytest.mark.django_db(transaction=True)
+def test_asgi_holds_a_feed_answer_and_sends_the_new_version(hub: FakeHub) -> None:
+    token = make_token()
+    config, state = billing_services.change_counters()
+    hub.answer = (config + 1, state)
+    answer = _asgi(f"{FEED}?after={config}.{state}&wait=30", token)
+    assert hub.asked == [((config, state), 30.0)]
+    assert answer.status_code == 200
+    assert answer.content == json.dumps({"version": f"{config + 1}.{state}"}).encode()
+    assert answer.headers["content-length"] == str(len(answer.content))
+    assert HOLD_HEADER.lower() not in answer.headers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_asgi_feed_errors_are_the_api_s(hub: FakeHub) -> None:
+    assert _asgi(f"{FEED}?wait=5").status_code == 401
+    assert _asgi(f"{FEED}?wait=99", make_token()).status_code == 422
+    assert hub.asked == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_asgi_refuses_a_declared_body_over_the_limit_without_reading_it(
+    settings: Any, hub: FakeHub
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10
+    answer = _asgi("/api/v1/spend", make_token(), method="POST", content=b"x" * 11)
+    assert answer.status_code == 413
