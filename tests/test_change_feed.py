@@ -259,6 +259,15 @@ def _asgi(path: str, token: str | None = None, **kwargs: Any) -> Any:
     return asyncio.run(send())
 
 
+@pytest.fixture(autouse=True)
+def _pool_threads_close_their_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ASGI layer's threads end each request with Django's connection housekeeping:
+    with CONN_MAX_AGE 0 they close, so no open connection outlives the test database."""
+    from django.db import connections
+
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_asgi_serves_every_other_path_through_the_wsgi_app(hub: FakeHub) -> None:
     answer = _asgi("/healthz")
