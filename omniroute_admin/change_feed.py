@@ -18,7 +18,7 @@ the version moves or `wait` seconds pass, and sends it with the version it then 
 Every waiter in a process waits on this process's `ChangeHub`, which alone learns the
 version: on PostgreSQL from ONE listening connection (`LISTEN omniroute_changes`; every
 counter bump notifies, delivered at commit, billing.services.counters.bump), re-reading
-the counters on each notification and every `RESYNC_SECONDS` (a health check and a
+the counters on each notification and every `CHANGE_FEED_RESYNC_SECONDS` (a health check and a
 catch-up should a notification ever be missed); elsewhere (SQLite) by reading the
 counters every `POLL_SECONDS` while anyone waits. So a change wakes every waiter of every
 process on every host that shares the database, with one query per process, not per
@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from prometheus_client import Gauge
 
@@ -52,7 +53,6 @@ FEED_PATH = "/api/v1/changes"
 # Set by the view on an answer to hold, removed by the server layer: never sent.
 HOLD_HEADER = "X-Omniroute-Hold"
 POLL_SECONDS = 0.15
-RESYNC_SECONDS = 10.0
 RECONNECT_SECONDS = 1.0
 
 StartResponse = Callable[..., Any]
@@ -217,7 +217,8 @@ class ChangeHub:
                     while not self._stopped.is_set():
                         self.reads += 1
                         self.publish(_read_on(connection))
-                        for _ in connection.notifies(timeout=RESYNC_SECONDS, stop_after=1):
+                        resync = float(settings.CHANGE_FEED_RESYNC_SECONDS)
+                        for _ in connection.notifies(timeout=resync, stop_after=1):
                             pass
             except Exception:
                 logger.warning("change feed: the listening connection failed", exc_info=True)

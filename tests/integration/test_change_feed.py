@@ -57,6 +57,8 @@ class FeedServer:
                 "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "600",
                 # A loaded machine must not turn a slow answer into a 503 here.
                 "API_REQUEST_DEADLINE_SECONDS": "10",
+                # Longer than any wait here: only the NOTIFY of the write can wake one.
+                "CHANGE_FEED_RESYNC_SECONDS": "600",
                 "PYTHONUNBUFFERED": "1",
             }
         )
