@@ -369,6 +369,8 @@ def post_pool(request: HttpRequest, auto_id: str, payload: PoolRequestIn) -> Any
 
 
 class ChangesOut(Schema):
+    model_config = {"json_schema_extra": {"example": {"version": "12.345"}}}
+
     version: str
 
 
@@ -386,11 +388,13 @@ def get_changes(
     response: HttpResponse,
     after: Annotated[
         str | None,
-        Query(pattern=VERSION_REGEX, description="The version the gateway holds."),
+        Query(pattern=VERSION_REGEX, description="The version you hold.", example="12.345"),
     ] = None,
     wait: Annotated[
         int,
-        Query(ge=0, le=MAX_FEED_WAIT_SECONDS, description="Seconds to wait for a change."),
+        Query(
+            ge=0, le=MAX_FEED_WAIT_SECONDS, description="Seconds to wait for a change.", example=30
+        ),
     ] = 0,
 ) -> Any:
     """The control plane's change version. With `after` equal to it, waits up to `wait`
