@@ -8,9 +8,9 @@ import time
 from decimal import Decimal
 from typing import Annotated, Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Path, Router, Status
+from ninja import Path, Query, Router, Schema, Status
 
 from ladder import event_batch, metrics, pool_answers, services, spend_answers
 from ladder.core import (
@@ -21,6 +21,7 @@ from ladder.core import (
     connection_rung,
     is_reading_current,
 )
+from ladder.core.change_version import VERSION_REGEX, format_version, parse_version
 from ladder.core.settings_bounds import TUNING_FIELDS
 from ladder.models import Candidate, Connection
 from ladder.schemas import (
@@ -48,6 +49,7 @@ from ladder.schemas import (
 )
 from ladder.schemas import CandidateIn as CandidateSchema
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
+from omniroute_admin.change_feed import HOLD_HEADER, hold_value
 from omniroute_admin.errors import (
     BODY_ERRORS,
     GATEWAY_ERRORS,
@@ -392,6 +394,49 @@ def post_pool(
     )
     pool_answers.observe(parsed, decision, started)
     return pool_answers.decision_response(decision, now, if_none_match)
+
+
+# --- the change feed (spec/api.md "Caching a decision in the gateway") --------------------
+
+
+class ChangesOut(Schema):
+    model_config = {"json_schema_extra": {"example": {"version": "12.345"}}}
+
+    version: str
+
+
+MAX_FEED_WAIT_SECONDS = 30
+
+
+@router.get(
+    "/changes",
+    response={200: ChangesOut, **PATH_ERRORS, **GATEWAY_ERRORS},
+    auth=gateway_auth,
+    summary="The change version, long-polled",
+)
+def get_changes(
+    request: HttpRequest,
+    response: HttpResponse,
+    after: Annotated[
+        str | None,
+        Query(pattern=VERSION_REGEX, description="The version you hold.", example="12.345"),
+    ] = None,
+    wait: Annotated[
+        int,
+        Query(
+            ge=0, le=MAX_FEED_WAIT_SECONDS, description="Seconds to wait for a change.", example=30
+        ),
+    ] = 0,
+) -> Any:
+    """The control plane's change version. With `after` equal to it, waits up to `wait`
+    seconds for the next change before answering; otherwise answers at once. The wait
+    is the server layer's (omniroute_admin.change_feed): this view only decides."""
+    counters = pool_answers.request_counters(request)  # read with the token
+    assert counters is not None
+    if wait > 0 and after is not None and parse_version(after) == counters:
+        response[HOLD_HEADER] = hold_value(counters, wait)
+    response["Cache-Control"] = "no-store"
+    return {"version": format_version(counters)}
 
 
 # --- models list ----------------------------------------------------------------------------

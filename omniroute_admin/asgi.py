@@ -1,9 +1,159 @@
-"""ASGI entry point."""
+"""ASGI entry point, the production server (docs/HOT_PATH.md, "The change feed"):
 
+    gunicorn omniroute_admin.asgi:application -k uvicorn_worker.UvicornWorker --workers N
+
+Every request runs the WSGI application (the pool fast lane in front of Django, exactly
+as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, the fast
+lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process.
+A change-feed answer that asks to be held (omniroute_admin.change_feed) is then held on
+the event loop: the thread is back in the pool at once, and a gateway long-polling the
+feed costs one coroutine and one socket, never a thread or a database connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor
+from io import BytesIO
+from typing import Any
 
-from django.core.asgi import get_asgi_application
+from a2wsgi.wsgi import build_environ
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
-application = get_asgi_application()
+from django.conf import settings
+
+from omniroute_admin.wsgi import lanes  # loads Django: import it first
+
+# isort: split
+from omniroute_admin import change_feed
+from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
+
+Scope = dict[str, Any]
+Receive = Any
+Send = Any
+
+
+class BufferedWSGI:
+    """A WSGI application as ASGI, one thread hop per request: the body is read on the
+    loop, the whole call (environ to the last body byte) runs on a pool thread, and the
+    answer is sent from the loop. a2wsgi's WSGIMiddleware hands every message across
+    threads and back (three round trips for a small answer), which halved the pool
+    endpoint's throughput here; every answer of this app is small and none streams, so
+    buffering costs nothing. Its environ is a2wsgi's."""
+
+    def __init__(self, app: Any, threads: int) -> None:
+        self.app = app
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="wsgi")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        body = await _body(scope, receive)
+        environ: Any = build_environ(scope, BytesIO(body))  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        status, headers, content = await loop.run_in_executor(self.executor, self._call, environ)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        started: list[Any] = []
+        chunks: list[bytes] = []
+
+        def start_response(status: str, headers: list[Any], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return chunks.append
+
+        result = self.app(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            getattr(result, "close", lambda: None)()
+        status, headers = started
+        encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
+        return int(status.split(" ", 1)[0]), encoded, b"".join(chunks)
+
+
+async def _body(scope: Scope, receive: Receive) -> bytes:
+    """The request body, unless its declared length is over the limit (Django answers
+    the 413 from the header without reading it: omniroute_admin.middleware)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = next((v for n, v in scope["headers"] if n == b"content-length"), b"0")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        return b""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if limit is not None and size > limit:  # undeclared and too long: Django
+            return b""  # reads CONTENT_LENGTH bytes, none here, and answers from that
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+_wsgi = BufferedWSGI(lanes, int(settings.ASGI_WSGI_THREADS))
+
+
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "http" and scope["path"] == FEED_PATH and not scope.get("root_path"):
+        await _feed(scope, receive, send)
+    else:
+        await _wsgi(scope, receive, send)
+
+
+async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
+    """The feed through the WSGI application; its answer held here when it asks."""
+    messages: list[dict[str, Any]] = []
+
+    async def keep(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    await _wsgi(scope, receive, keep)
+    start, *body = messages
+    headers = [(n.decode("latin1"), v.decode("latin1")) for n, v in start["headers"]]
+    headers, hold = take_hold(headers)
+    if hold is None:
+        content = b"".join(m.get("body", b"") for m in body)
+    else:
+        after, wait = hold
+        content = version_body(await _held(receive, after, wait) or after)
+        headers = with_body(headers, content)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": start["status"],
+            "headers": [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": content})
+
+
+async def _held(receive: Receive, after: tuple[int, int], wait: float) -> Any:
+    """The new counters, None once `wait` passed or the client went away."""
+    change = asyncio.ensure_future(change_feed.get_hub().await_change(after, wait))
+    gone = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({change, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not change.done():
+            change.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gone
+    return change.result() if change.done() and not change.cancelled() else None
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

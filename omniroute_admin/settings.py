@@ -174,6 +174,16 @@ if DASHBOARD_REQUEST_DEADLINE_SECONDS < 0:
 DASHBOARD_MAX_THREADS: int = _typed("DASHBOARD_MAX_THREADS", env.int, 4)
 if DASHBOARD_MAX_THREADS < 1:
     raise ImproperlyConfigured("DASHBOARD_MAX_THREADS must be at least 1.")
+# Under the ASGI server (omniroute_admin.asgi) every request but a held change-feed
+# answer runs on this many threads per process: the WSGI server's `--threads`.
+ASGI_WSGI_THREADS: int = _typed("ASGI_WSGI_THREADS", env.int, 8)
+if ASGI_WSGI_THREADS < 1:
+    raise ImproperlyConfigured("ASGI_WSGI_THREADS must be at least 1.")
+# The change feed's listener (PostgreSQL) re-reads the counters this often besides on
+# every notification: a health check of its connection and a catch-up (docs/HOT_PATH.md).
+CHANGE_FEED_RESYNC_SECONDS: float = _typed("CHANGE_FEED_RESYNC_SECONDS", env.float, 10.0)
+if CHANGE_FEED_RESYNC_SECONDS <= 0:
+    raise ImproperlyConfigured("CHANGE_FEED_RESYNC_SECONDS must be more than 0.")
 # Each web process caches pool decisions and their rendered bodies (ladder.services,
 # ladder.pool_answers): at most this many bytes together (three quarters decisions, a quarter
 # bodies), least recently used out first; a single answer above an eighth of its share is

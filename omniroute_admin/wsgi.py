@@ -1,4 +1,5 @@
-"""WSGI entry point: Django's handler behind the pool fast lane (omniroute_admin.fast_lane)."""
+"""WSGI entry point: Django's handler behind the pool fast lane (omniroute_admin.fast_lane)
+and the change feed's blocking hold (omniroute_admin.change_feed)."""
 
 import os
 
@@ -8,6 +9,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
 django_application = get_wsgi_application()
 
-from omniroute_admin.fast_lane import PoolFastLane  # noqa: E402  (needs the apps loaded)
+from omniroute_admin.change_feed import ChangeFeedWait  # noqa: E402  (needs the apps loaded)
+from omniroute_admin.fast_lane import PoolFastLane  # noqa: E402
 
-application = PoolFastLane(django_application)
+# Everything but the feed's hold; the ASGI entry point runs this on its thread pool.
+lanes = PoolFastLane(django_application)
+application = ChangeFeedWait(lanes)

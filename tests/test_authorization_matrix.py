@@ -109,6 +109,7 @@ API_GATEWAY_OPERATIONS = {
     ("POST", "/api/v1/candidates"),
     ("DELETE", "/api/v1/candidates/{candidate_id}"),
     ("PUT", "/api/v1/candidates/{candidate_id}"),
+    ("GET", "/api/v1/changes"),
     ("GET", "/api/v1/catalog"),
     ("GET", "/api/v1/catalog/{entry_id}"),
     ("GET", "/api/v1/connections"),
