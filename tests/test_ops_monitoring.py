@@ -19,7 +19,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from ladder import beat
-from omniroute_admin import ops
+# Imported by every web process (wsgi, asgi): its gauge is always exported there.
+from omniroute_admin import change_feed, ops  # noqa: F401
 from tests.ladder.factories import api, make_token
 from tests.test_metrics import build_world
 from tests.test_ops import FakeBroker
@@ -216,6 +217,7 @@ def test_panels_do_not_overlap() -> None:
 
 
 EXPORTED_FAMILIES = {
+    "omniroute_change_feed_waiters",
     "omniroute_decisions",
     "omniroute_decision_seconds",
     "omniroute_gateway_events",
