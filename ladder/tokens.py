@@ -42,8 +42,9 @@ def token_snapshot(token: ApiToken) -> dict[str, Any]:
 
 
 def create_token(name: str, scope: str, *, created_by: str = "") -> tuple[ApiToken, str]:
-    """Create a token (audited, by `created_by` or "system"); returns the row and the
-    secret, which is never stored or shown again."""
+    """Create a token; returns the row and the secret, which is never stored or shown
+    again. With `created_by` (a dashboard user, "cli") the creation is audited in the
+    same transaction."""
     if scope not in ApiToken.Scope.values:
         raise ValueError(f"scope must be one of {', '.join(ApiToken.Scope.values)}")
     name = name.strip()
@@ -58,14 +59,15 @@ def create_token(name: str, scope: str, *, created_by: str = "") -> tuple[ApiTok
             secret_hash=hash_secret(secret),
             created_by=created_by,
         )
-        record_audit(
-            target_type="token",
-            target_id=token.pk,
-            action="create",
-            actor=created_by or "system",
-            before=None,
-            after=token_snapshot(token),
-        )
+        if created_by:
+            record_audit(
+                target_type="token",
+                target_id=token.pk,
+                action="create",
+                actor=created_by,
+                before=None,
+                after=token_snapshot(token),
+            )
     return token, secret
 
 
@@ -170,8 +172,8 @@ def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None
 
 
 def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "") -> bool:
-    """Revoke a token (audited, by `actor` or "system"); False when it does not exist
-    or was revoked already."""
+    """Revoke a token; False when it does not exist or was revoked already. With an
+    `actor` (a dashboard user) the revocation is audited in the same transaction."""
     now = now or timezone.now()
     with transaction.atomic():
         token = ApiToken.objects.select_for_update().filter(pk=token_id).first()
@@ -180,13 +182,14 @@ def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "")
         before = token_snapshot(token)
         token.revoked_at = now
         token.save(update_fields=["revoked_at"])
-        record_audit(
-            target_type="token",
-            target_id=token.pk,
-            action="update",
-            actor=actor or "system",
-            before=before,
-            after=token_snapshot(token),
-            now=now,
-        )
+        if actor:
+            record_audit(
+                target_type="token",
+                target_id=token.pk,
+                action="update",
+                actor=actor,
+                before=before,
+                after=token_snapshot(token),
+                now=now,
+            )
     return True
