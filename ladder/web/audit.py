@@ -111,9 +111,7 @@ def audit_rows(entries: list[AuditEntry], now: datetime) -> list[AuditRow]:
 def audit_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any]:
     """One page of the trail, filtered by type and actor and searched (all in the URL)."""
     types = list(
-        AuditEntry.objects.order_by("target_type")
-        .values_list("target_type", flat=True)
-        .distinct()
+        AuditEntry.objects.order_by("target_type").values_list("target_type", flat=True).distinct()
     )
     actors = list(AuditEntry.objects.order_by("actor").values_list("actor", flat=True).distinct())
     wanted_type = request.GET.get("type", "")

@@ -39,6 +39,7 @@ PAGES = (
     "/tokens/",
     "/notifications/",
     "/reports/simulation/",
+    "/audit/",
 )
 SERIOUS = ("serious", "critical")
 # The page background of each scheme: proof that the emulated scheme took effect.

@@ -35,7 +35,9 @@ def viewer(client: Client) -> Client:
     return signed_in(client, "vera", "viewer")
 
 
-def _audit(target_type: str, target_id: object, action: str, actor: str, before, after, minutes_ago: int) -> AuditEntry:  # type: ignore[no-untyped-def]
+def _audit(
+    target_type: str, target_id: object, action: str, actor: str, before, after, minutes_ago: int
+) -> AuditEntry:  # type: ignore[no-untyped-def]
     return record_audit(
         target_type=target_type,
         target_id=target_id,
@@ -61,8 +63,16 @@ def _cells(row: Element) -> dict[str, str]:
 
 
 def test_an_update_lists_only_the_changed_fields_in_words() -> None:
-    before = {"exit_cutoff_percent": 2.0, "reentry_min_remaining_percent": 5.0, "budget_window": "month"}
-    after = {"exit_cutoff_percent": 10.0, "reentry_min_remaining_percent": 5.0, "budget_window": "week"}
+    before = {
+        "exit_cutoff_percent": 2.0,
+        "reentry_min_remaining_percent": 5.0,
+        "budget_window": "month",
+    }
+    after = {
+        "exit_cutoff_percent": 10.0,
+        "reentry_min_remaining_percent": 5.0,
+        "budget_window": "week",
+    }
 
     assert field_changes("update", before, after) == [
         FieldChange("exit_cutoff_percent", "Exit cutoff (%)", "2.0", "10.0"),
@@ -103,7 +113,9 @@ def test_the_target_is_named_from_its_snapshot() -> None:
     assert target_label("catalog", None, {"provider": "claude", "auth_type": "oauth"}) == (
         "claude / oauth"
     )
-    assert target_label("price", {"provider": "openai", "model": "gpt-4o"}, None) == "openai / gpt-4o"
+    assert (
+        target_label("price", {"provider": "openai", "model": "gpt-4o"}, None) == "openai / gpt-4o"
+    )
     assert target_label("settings", {}, {}) == ""
     assert target_label("mystery", None, {"name": "x"}) == ""
 
@@ -168,8 +180,20 @@ def trail() -> dict[str, AuditEntry]:
             999,
             "update",
             "token:ops",
-            {"provider": "kimi", "auth_type": "oauth", "billing": "metered", "overage": "unknown", "reason": "r"},
-            {"provider": "kimi", "auth_type": "oauth", "billing": "subscription", "overage": "unknown", "reason": "r"},
+            {
+                "provider": "kimi",
+                "auth_type": "oauth",
+                "billing": "metered",
+                "overage": "unknown",
+                "reason": "r",
+            },
+            {
+                "provider": "kimi",
+                "auth_type": "oauth",
+                "billing": "subscription",
+                "overage": "unknown",
+                "reason": "r",
+            },
             180,
         ),
         "price": _audit(
@@ -187,7 +211,12 @@ def trail() -> dict[str, AuditEntry]:
             "create",
             "olga",
             None,
-            {"provider": "claude", "model": "claude-sonnet-4", "categories": ["coding"], "priority": 0},
+            {
+                "provider": "claude",
+                "model": "claude-sonnet-4",
+                "categories": ["coding"],
+                "priority": 0,
+            },
             65,
         ),
         "settings": _audit(
@@ -224,7 +253,9 @@ def test_a_viewer_reads_every_change_newest_first_with_who_when_what_and_the_dif
     assert _cells(candidate_row)["What"] == (
         f"Created Candidate {trail['candidate'].target_id} claude / claude-sonnet-4"
     )
-    assert candidate_row.by_tag("a")[0].attrs["href"] == f"/candidates/{trail['candidate'].target_id}/"
+    assert (
+        candidate_row.by_tag("a")[0].attrs["href"] == f"/candidates/{trail['candidate'].target_id}/"
+    )
     assert _cells(candidate_row)["When"] == "2026-11-29 10:55:00 UTC (1 h 5 min ago)"
     assert _changes(candidate_row) == [
         ("Provider", "claude"),
@@ -240,7 +271,9 @@ def test_a_viewer_reads_every_change_newest_first_with_who_when_what_and_the_dif
     assert catalog_row.by_tag("a") == []
     assert _changes(catalog_row) == [("Billing", "metered → to subscription")]
     assert page.by_class("search-count")[0].text == "4 changes"
-    assert "audit" in [a.attrs.get("href", "").strip("/") for a in page.by_id("main-nav").by_tag("a")]
+    assert "audit" in [
+        a.attrs.get("href", "").strip("/") for a in page.by_id("main-nav").by_tag("a")
+    ]
 
 
 def test_filters_by_type_and_actor_and_a_search_are_kept_in_the_url(
@@ -252,7 +285,10 @@ def test_filters_by_type_and_actor_and_a_search_are_kept_in_the_url(
     unknown = parse(viewer.get("/audit/?type=nope&actor=%00").content)
 
     def ids(page: Element) -> list[str]:
-        return [tr.attrs.get("id") or "" for tr in page.by_id("audit-table").by_tag("tbody")[0].by_tag("tr")]
+        return [
+            tr.attrs.get("id") or ""
+            for tr in page.by_id("audit-table").by_tag("tbody")[0].by_tag("tr")
+        ]
 
     assert ids(by_type) == [f"audit-{trail['price'].pk}"]
     assert ids(by_actor) == [f"audit-{trail['candidate'].pk}", f"audit-{trail['price'].pk}"]
@@ -268,7 +304,10 @@ def test_filters_by_type_and_actor_and_a_search_are_kept_in_the_url(
     ]
     assert [o.attrs["value"] for o in type_options if "selected" in o.attrs] == ["price"]
     assert [o.text for o in by_actor.by_id("filter-actor").by_tag("option")] == [
-        "anyone", "olga", "pat", "token:ops"
+        "anyone",
+        "olga",
+        "pat",
+        "token:ops",
     ]
     assert by_type.by_id("audit-table").by_tag("form")[0].attrs["hx-push-url"] == "true"
     assert searched.by_id("audit-search").attrs["value"] == "99"
@@ -290,7 +329,15 @@ def test_the_htmx_fragment_is_the_table_alone(trail: dict[str, AuditEntry], view
 
 def test_pages_of_fifty_keep_the_filters_in_their_links(viewer: Client) -> None:
     for index in range(120):
-        _audit("settings", 1, "update", "pat", {"budget_window": "month"}, {"budget_window": "week"}, index)
+        _audit(
+            "settings",
+            1,
+            "update",
+            "pat",
+            {"budget_window": "month"},
+            {"budget_window": "week"},
+            index,
+        )
     _audit("catalog", 1, "create", "olga", None, {"provider": "x"}, 1)
 
     first = parse(viewer.get("/audit/?type=settings").content)
@@ -316,14 +363,20 @@ def test_the_page_runs_the_same_queries_at_five_and_at_500_rows(viewer: Client) 
         viewer.get("/audit/")
         with CaptureQueriesContext(connection) as captured:
             assert viewer.get("/audit/").status_code == 200
-        return sum(1 for q in captured if '"billing_auditentry"' in q["sql"] or "ladder_" in q["sql"] or "billing_" in q["sql"])
+        return sum(
+            1
+            for q in captured
+            if '"billing_auditentry"' in q["sql"] or "ladder_" in q["sql"] or "billing_" in q["sql"]
+        )
 
     kinds = ("catalog", "price", "candidate", "token", "webhook")
     for index in range(5):
         _audit(kinds[index], index + 1, "create", "olga", None, {"name": "x"}, index)
     small = queries()
     for index in range(495):
-        _audit(kinds[index % 5], index + 10, "create", f"user-{index % 7}", None, {"name": "x"}, index)
+        _audit(
+            kinds[index % 5], index + 10, "create", f"user-{index % 7}", None, {"name": "x"}, index
+        )
     large = queries()
 
     # distinct types, distinct actors, the count, the page, one existence query per

@@ -33,7 +33,9 @@ SHIPPED_FIRST_FINDING = (
 
 
 @pytest.fixture(autouse=True)
-def _pinned(monkeypatch: pytest.MonkeyPatch, settings: pytest.FixtureRequest, tmp_path: Path) -> None:
+def _pinned(
+    monkeypatch: pytest.MonkeyPatch, settings: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
     settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]  # no command report
     # A dashboard run replays one short day (the default week takes seconds).
@@ -89,9 +91,12 @@ def test_the_report_speaks_plainly_no_jargon_in_its_labels(viewer: Client) -> No
     page = parse(viewer.get("/reports/simulation/").content)
     report = page.by_id("simulation-report")
     headers = [th.text for th in report.by_class("sim-table")[0].by_tag("thead")[0].by_tag("th")]
-    policies = [th.text for th in report.by_class("sim-table")[0].find_all(
-        lambda e: e.tag == "th" and e.attrs.get("scope") == "row"
-    )]
+    policies = [
+        th.text
+        for th in report.by_class("sim-table")[0].find_all(
+            lambda e: e.tag == "th" and e.attrs.get("scope") == "row"
+        )
+    ]
 
     assert headers == [
         "Policy",
@@ -178,7 +183,10 @@ def test_an_operator_runs_a_simulation_and_the_page_follows_it_to_the_report(
     assert started.status_code == 202  # type: ignore[attr-defined]
     assert sent == [run.pk]
     assert (run.state, run.active, run.requested_by, run.progress_total) == (
-        "queued", True, "olga", 4
+        "queued",
+        True,
+        "olga",
+        4,
     )
     panel = parse(started.content).by_id("simulation-run")  # type: ignore[attr-defined]
     assert panel.attrs["hx-get"] == f"/reports/simulation/runs/{run.pk}/"
@@ -193,10 +201,14 @@ def test_an_operator_runs_a_simulation_and_the_page_follows_it_to_the_report(
     assert len(updates) == 1 + 4 + 1  # claimed, four policy-days, finished
     run.refresh_from_db()
     assert (run.state, run.active, run.progress_done, run.percent, run.stage) == (
-        "succeeded", None, 4, 100, "Finished"
+        "succeeded",
+        None,
+        4,
+        100,
+        "Finished",
     )
     assert run.report["requests"] == "195"  # one synthetic Monday of about 200
-    assert [row["name"] for row in run.report["rows"]][0] == "Thrifty (this product)"
+    assert next(row["name"] for row in run.report["rows"]) == "Thrifty (this product)"
 
     # the page's next poll gets the finished panel (no more polling) and the new report
     polled = operator.get(
@@ -333,9 +345,13 @@ def test_an_unreachable_task_queue_fails_the_run_and_says_so(
     run = SimulationRun.objects.get()
     assert response.status_code == 503  # type: ignore[attr-defined]
     assert (run.state, run.active) == ("failed", None)
-    assert parse(response.content).by_id("simulation-status").text.endswith(  # type: ignore[attr-defined]
-        "failed: The task queue could not be reached, so the simulation was not started. "
-        "Check that the broker and a worker are running, then try again."
+    assert (
+        parse(response.content)
+        .by_id("simulation-status")
+        .text.endswith(  # type: ignore[attr-defined]
+            "failed: The task queue could not be reached, so the simulation was not started. "
+            "Check that the broker and a worker are running, then try again."
+        )
     )
 
 
@@ -394,7 +410,7 @@ def test_the_progress_url_without_htmx_is_the_whole_page_and_an_unknown_run_a_40
 
 
 def test_the_page_runs_two_queries_however_many_runs(viewer: Client) -> None:
-    for index in range(50):
+    for _index in range(50):
         SimulationRun.objects.create(
             requested_by="olga", state="failed", active=None, created_at=NOW, updated_at=NOW
         )
