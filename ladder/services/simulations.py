@@ -64,6 +64,8 @@ PLAN_SIZING: Final = (
 # What a run from the dashboard replays: the default week (tests make it shorter).
 DASHBOARD_DAYS = DEFAULT_DAYS
 DASHBOARD_REQUESTS_PER_WEEKDAY = DEFAULT_REQUESTS_PER_WEEKDAY
+# Runs keep their report (some 100 kB of chart points each) for the newest few only.
+REPORTS_KEPT: Final = 10
 # Longer than the task's hard time limit: an active run silent for this long is dead.
 STALE_AFTER: Final = timedelta(minutes=10)
 # The report shipped in the repository (`manage.py simulate --out docs/simulation` on
@@ -333,6 +335,10 @@ def run_simulation(run_id: int, *, clock: Callable[[], datetime] = timezone.now)
         finished_at=finished,
         updated_at=finished,
     )
+    kept = SimulationRun.objects.filter(report__isnull=False).order_by("-finished_at", "-id")
+    SimulationRun.objects.filter(
+        pk__in=list(kept.values_list("pk", flat=True)[REPORTS_KEPT:])
+    ).update(report=None)
     return SimulationRun.State.SUCCEEDED
 
 

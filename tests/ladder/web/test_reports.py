@@ -421,3 +421,25 @@ def test_the_page_runs_two_queries_however_many_runs(viewer: Client) -> None:
 
     runs = [q for q in captured if '"ladder_simulationrun"' in q["sql"]]
     assert len(runs) == 2  # the latest run, the latest report
+
+
+def test_only_the_newest_runs_keep_their_report(operator: Client, sent: list[int]) -> None:
+    call_command("seed_demo", stdout=StringIO())
+    old = [
+        SimulationRun.objects.create(
+            requested_by="olga",
+            state="succeeded",
+            active=None,
+            created_at=NOW - timedelta(hours=20 - index),
+            updated_at=NOW,
+            finished_at=NOW - timedelta(hours=20 - index),
+            report={"requests": str(index)},
+        )
+        for index in range(simulations.REPORTS_KEPT)
+    ]
+    _start(operator)
+
+    tasks.run_simulation_task(run_id=sent[0])
+
+    kept = SimulationRun.objects.filter(report__isnull=False).order_by("finished_at")
+    assert [run.pk for run in kept] == [run.pk for run in old[1:]] + [sent[0]]
