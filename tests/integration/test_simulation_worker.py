@@ -30,7 +30,8 @@ def test_a_simulation_started_through_the_broker_runs_on_the_worker(worker: Work
     done = wait_until(finished, timeout=60)
     assert (done.state, done.active, done.error) == ("succeeded", None, "")
     assert (done.progress_done, done.progress_total, done.stage) == (4, 4, "Finished")
-    assert done.started_at is not None and done.finished_at >= done.started_at
+    assert done.started_at is not None
+    assert done.finished_at >= done.started_at
     assert [row["name"] for row in done.report["rows"]] == [
         "Thrifty (this product)",
         "Plans only",
@@ -38,4 +39,5 @@ def test_a_simulation_started_through_the_broker_runs_on_the_worker(worker: Work
         "Thrifty, earlier design",
     ]
     shown = simulations.shown_report()
-    assert shown is not None and (shown.origin, shown.run) == ("run", done)
+    assert shown is not None
+    assert (shown.origin, shown.run) == ("run", done)
