@@ -109,6 +109,8 @@ def value_text(value: Any) -> str:
         return NOTHING
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
     if isinstance(value, list | tuple):
         return ", ".join(value_text(item) for item in value)
     if isinstance(value, Mapping):
@@ -116,8 +118,24 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+_DECIMAL = re.compile(r"-?\d+\.\d+")
+
+
+def _money(value: Any) -> Any:
+    """A recorded price or budget ("2.500000") to the cent or beyond ("2.50", "0.075")."""
+    if not isinstance(value, str) or not _DECIMAL.fullmatch(value):
+        return value
+    whole, _, fraction = value.partition(".")
+    fraction = fraction.rstrip("0")
+    return f"{whole}.{fraction.ljust(2, '0')}"
+
+
 def _shown(field: str, value: Any) -> str:
-    return HIDDEN if _SENSITIVE.search(field) else value_text(value)
+    if _SENSITIVE.search(field):
+        return HIDDEN
+    if field.endswith(("_usd", "_usd_per_mtok")):
+        value = _money(value)
+    return value_text(value)
 
 
 def _ordered(names: set[str]) -> list[str]:

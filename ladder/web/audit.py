@@ -60,6 +60,7 @@ class AuditRow:
     entry: AuditEntry
     action: str  # created, changed, deleted
     kind: str  # Catalog entry, Price, ...
+    title: str  # "Price 4"; the settings, a single row, go by their name alone
     label: str  # the object's own name, "" when its snapshot names none
     url: str | None  # where the object is now; None when it is gone or has no page
     ago: str
@@ -99,6 +100,8 @@ def audit_rows(entries: list[AuditEntry], now: datetime) -> list[AuditRow]:
             entry=entry,
             action=ACTIONS.get(entry.action, entry.action),
             kind=kind_name(entry.target_type),
+            title=kind_name(entry.target_type)
+            + ("" if entry.target_type == "settings" else f" {entry.target_id}"),
             label=target_label(entry.target_type, entry.before, entry.after),
             url=_url(entry, existing),
             ago=duration_text((now - entry.at).total_seconds()),

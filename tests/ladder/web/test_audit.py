@@ -75,7 +75,7 @@ def test_an_update_lists_only_the_changed_fields_in_words() -> None:
     }
 
     assert field_changes("update", before, after) == [
-        FieldChange("exit_cutoff_percent", "Exit cutoff (%)", "2.0", "10.0"),
+        FieldChange("exit_cutoff_percent", "Exit cutoff (%)", "2", "10"),
         FieldChange("budget_window", "Budget window", "month", "week"),
     ]
 
@@ -92,6 +92,20 @@ def test_a_create_and_a_delete_list_every_field_lists_and_booleans_in_words() ->
         "ops",
         "pool_empty, budget",
         "no",
+    ]
+
+
+def test_prices_and_budgets_show_to_the_cent_not_the_stored_precision() -> None:
+    changes = field_changes(
+        "update",
+        {"input_usd_per_mtok": "2.500000", "cheap_budget_usd": None, "model": "a.1000"},
+        {"input_usd_per_mtok": "0.075000", "cheap_budget_usd": "5.000000", "model": "a.2000"},
+    )
+
+    assert [(c.before, c.after) for c in changes] == [
+        ("a.1000", "a.2000"),  # not a price: as recorded
+        ("2.50", "0.075"),
+        ("none", "5.00"),
     ]
 
 
@@ -246,9 +260,9 @@ def test_a_viewer_reads_every_change_newest_first_with_who_when_what_and_the_dif
     assert _cells(settings_row)["When"] == "2026-11-29 11:58:00 UTC (2 min ago)"
     assert settings_row.by_tag("time")[0].attrs["datetime"] == "2026-11-29T11:58:00+00:00"
     assert _cells(settings_row)["Who"] == "pat"
-    assert _cells(settings_row)["What"] == "Changed Settings 1"
+    assert _cells(settings_row)["What"] == "Changed Settings"
     assert settings_row.by_tag("a")[0].attrs["href"] == "/settings/"
-    assert _changes(settings_row) == [("Exit cutoff (%)", "2.0 → to 10.0")]
+    assert _changes(settings_row) == [("Exit cutoff (%)", "2 → to 10")]
     # a created candidate: linked to its page, every field as added
     assert _cells(candidate_row)["What"] == (
         f"Created Candidate {trail['candidate'].target_id} claude / claude-sonnet-4"
