@@ -128,7 +128,13 @@ def audit_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any]:
     if wanted_actor:
         query = query.filter(actor=wanted_actor)
     if search:
-        query = query.filter(Q(target_id__icontains=search) | Q(actor__icontains=search))
+        # The snapshots too ("gpt-4o", a token's name): they hold no secret to find.
+        query = query.filter(
+            Q(target_id__icontains=search)
+            | Q(actor__icontains=search)
+            | Q(before__icontains=search)
+            | Q(after__icontains=search)
+        )
     page = Paginator(query, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
     filters = {
         key: value

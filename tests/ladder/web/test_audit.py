@@ -296,6 +296,7 @@ def test_filters_by_type_and_actor_and_a_search_are_kept_in_the_url(
     by_type = parse(viewer.get("/audit/?type=price").content)
     by_actor = parse(viewer.get("/audit/?actor=olga").content)
     searched = parse(viewer.get("/audit/?q=99").content)
+    by_model = parse(viewer.get("/audit/?q=GPT-4O").content)
     unknown = parse(viewer.get("/audit/?type=nope&actor=%00").content)
 
     def ids(page: Element) -> list[str]:
@@ -307,6 +308,7 @@ def test_filters_by_type_and_actor_and_a_search_are_kept_in_the_url(
     assert ids(by_type) == [f"audit-{trail['price'].pk}"]
     assert ids(by_actor) == [f"audit-{trail['candidate'].pk}", f"audit-{trail['price'].pk}"]
     assert ids(searched) == [f"audit-{trail['price'].pk}", f"audit-{trail['catalog'].pk}"]
+    assert ids(by_model) == [f"audit-{trail['price'].pk}"]  # in the recorded fields
     assert len(ids(unknown)) == 4  # an unknown filter is no filter, never a 500
     type_options = by_type.by_id("filter-type").by_tag("option")
     assert [(o.attrs["value"], o.text) for o in type_options] == [
