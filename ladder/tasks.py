@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import notifications, webhooks
+from ladder.services import notifications, simulations, webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -96,3 +96,13 @@ def deliver_notification_task(self: Task, *, delivery_id: str) -> None:
     logger.info("notification %s: %s", delivery_id, outcome.why)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
+
+
+# Not acks_late: a run interrupted by a dying worker is not replayed behind the user's
+# back; it stops reporting progress and is given up (simulations.STALE_AFTER, longer
+# than the hard limit), and the operator starts a new one.
+@shared_task(soft_time_limit=300, time_limit=330, ignore_result=True)
+def run_simulation_task(*, run_id: int) -> None:
+    """Run one what-if simulation started from the dashboard (progress in its row)."""
+    state = simulations.run_simulation(run_id)
+    logger.info("simulation %s: %s", run_id, state)

@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from django.utils import timezone
 
 from billing.models import ChangeCounter
+from billing.services.audit import record_audit
 from ladder.models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -29,21 +30,44 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def token_snapshot(token: ApiToken) -> dict[str, Any]:
+    """The audited fields of a token: never the secret nor its hash (the prefix is what
+    the tokens page shows every viewer to recognise a token by)."""
+    return {
+        "name": token.name,
+        "scope": token.scope,
+        "prefix": token.prefix,
+        "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
+    }
+
+
 def create_token(name: str, scope: str, *, created_by: str = "") -> tuple[ApiToken, str]:
-    """Create a token; returns the row and the secret, which is never stored or shown again."""
+    """Create a token; returns the row and the secret, which is never stored or shown
+    again. With `created_by` (a dashboard user, "cli") the creation is audited in the
+    same transaction."""
     if scope not in ApiToken.Scope.values:
         raise ValueError(f"scope must be one of {', '.join(ApiToken.Scope.values)}")
     name = name.strip()
     if not name or len(name) > 100:
         raise ValueError("name must be 1 to 100 characters")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        name=name,
-        scope=scope,
-        prefix=secret[:12],
-        secret_hash=hash_secret(secret),
-        created_by=created_by,
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            name=name,
+            scope=scope,
+            prefix=secret[:12],
+            secret_hash=hash_secret(secret),
+            created_by=created_by,
+        )
+        if created_by:
+            record_audit(
+                target_type="token",
+                target_id=token.pk,
+                action="create",
+                actor=created_by,
+                before=None,
+                after=token_snapshot(token),
+            )
     return token, secret
 
 
@@ -147,9 +171,25 @@ def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None
     return token
 
 
-def revoke_token(token_id: int, *, now: datetime | None = None) -> bool:
-    """Revoke a token; False when it does not exist or was revoked already."""
-    updated = ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True).update(
-        revoked_at=now or timezone.now()
-    )
-    return updated > 0
+def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "") -> bool:
+    """Revoke a token; False when it does not exist or was revoked already. With an
+    `actor` (a dashboard user) the revocation is audited in the same transaction."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update().filter(pk=token_id).first()
+        if token is None or token.revoked_at is not None:
+            return False
+        before = token_snapshot(token)
+        token.revoked_at = now
+        token.save(update_fields=["revoked_at"])
+        if actor:
+            record_audit(
+                target_type="token",
+                target_id=token.pk,
+                action="update",
+                actor=actor,
+                before=before,
+                after=token_snapshot(token),
+                now=now,
+            )
+    return True

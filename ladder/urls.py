@@ -4,6 +4,7 @@ confirm state, so every state has a real URL); every write is a POST to its own 
 from django.urls import path, register_converter
 
 from ladder.web import (
+    audit,
     auth,
     candidates,
     connections,
@@ -69,6 +70,13 @@ urlpatterns = [
     ),
     path("pools/", pools.pools, name="pools"),
     path("reports/simulation/", reports.simulation_report, name="simulation-report"),
+    path("reports/simulation/run/", reports.simulation_start, name="simulation-start"),
+    path(
+        "reports/simulation/runs/<int:run_id>/",
+        reports.simulation_progress,
+        name="simulation-progress",
+    ),
+    path("audit/", audit.audit, name="audit"),
     path("settings/", settings.settings_page, name="settings"),
     path("settings/update/", settings.settings_update, name="settings-update"),
     path("tokens/", tokens.tokens, name="tokens"),

@@ -11,9 +11,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
 from billing.models import BillingCatalogEntry, ModelPrice
-from ladder.models import ApiToken, Candidate
+from ladder.models import ApiToken, Candidate, SimulationRun
 from omniroute_admin.api import api
 from tests.ladder.factories import make_candidate, make_connection, make_token, make_webhook
 
@@ -63,6 +64,9 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "candidates/<int:candidate_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
+    ("POST", "reports/simulation/run/"): DASHBOARD_WRITE,
+    ("GET", "reports/simulation/runs/<int:run_id>/"): PAGE,
+    ("GET", "audit/"): PAGE,
     ("GET", "settings/"): PAGE,
     ("POST", "settings/update/"): DASHBOARD_WRITE,
     ("GET", "tokens/"): PAGE,
@@ -194,6 +198,10 @@ def world(db: None) -> World:
     operator = make_token("ops", ApiToken.Scope.OPERATOR)
     victim = ApiToken.objects.get(name="gw")
     webhook = make_webhook()
+    now = timezone.now()
+    run = SimulationRun.objects.create(
+        requested_by="olga", created_at=now, updated_at=now, state="failed", active=None
+    )
     return World(
         tokens={"gateway_token": gateway, "operator_token": operator},
         ids={
@@ -203,6 +211,7 @@ def world(db: None) -> World:
             "price_id": str(price.pk),
             "candidate_id": str(candidate.pk),
             "webhook_id": str(webhook.pk),
+            "run_id": str(run.pk),
             "auto_id": "auto/thrifty",
         },
     )

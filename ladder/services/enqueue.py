@@ -17,6 +17,7 @@ from omniroute_admin.celery import app
 # The name Celery registers `ladder.tasks.refresh_connection_task` under.
 REFRESH_CONNECTION_TASK: Final = "ladder.tasks.refresh_connection_task"
 DELIVER_NOTIFICATION_TASK: Final = "ladder.tasks.deliver_notification_task"
+RUN_SIMULATION_TASK: Final = "ladder.tasks.run_simulation_task"
 
 
 def send_refresh(**options: Any) -> None:
@@ -29,6 +30,12 @@ def send_delivery(delivery_id: str) -> None:
     """Publish the next attempt of one notification delivery; raises what the broker
     raises when nothing was queued."""
     app.send_task(DELIVER_NOTIFICATION_TASK, kwargs={"delivery_id": delivery_id})
+
+
+def send_simulation(run_id: int) -> None:
+    """Publish one what-if simulation run; raises what the broker raises when nothing
+    was queued."""
+    app.send_task(RUN_SIMULATION_TASK, kwargs={"run_id": run_id})
 
 
 def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import shutil
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,8 @@ REPORT_TEMPLATE: Final = "ladder/simulation_report.html"
 REPORT_NAME: Final = "report.html"
 CSV_NAME: Final = "results.csv"
 LATEST_NAME: Final = "latest.html"
+JSON_NAME: Final = "report.json"
+LATEST_JSON_NAME: Final = "latest.json"
 REPORTS_DIR_NAME: Final = "reports"
 
 CSV_COLUMNS: Final = (
@@ -104,6 +107,21 @@ TABLE_HEADER: Final = (
     "paid s after reset (median / max)",
     "rung flips/h",
     "429s",
+)
+
+
+# The report's own column names: plain words (the terminal table keeps its short ones).
+REPORT_HEADER: Final = (
+    "Policy",
+    "Paid (USD)",
+    "Requests refused",
+    "Requests paid for",
+    "Paid although a plan had quota left",
+    "Paid while a plan was refilling",
+    "Plan resets",
+    "Seconds still paying after a reset (median / longest)",
+    "Rung changes per hour",
+    "Refusals by upstreams (429)",
 )
 
 
@@ -201,8 +219,9 @@ def report_context(results: Sequence[PolicyResult], context: ReportContext) -> d
         "end": _instant(trace.end),
         "days": f"{trace.hours / 24:.1f}",
         "source": trace.source,
-        "table_header": TABLE_HEADER,
+        "table_header": REPORT_HEADER,
         "rows": [_result_row(result) for result in results],
+        "findings": [_finding(result, len(trace.requests)) for result in results],
         "rung_labels": [rung.label for rung in Rung],
         "spend": _spend_chart(results, trace, buckets),
         "rung_legend": list(zip(RUNG_NAMES, RUNG_COLOURS, strict=True)),
@@ -216,9 +235,36 @@ def _instant(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _finding(result: PolicyResult, requests: int) -> str:
+    """What a policy did, in a sentence or three."""
+    refused_share = 100 * result.refused / requests if requests else 0.0
+    text = (
+        f"{result.policy.label} paid ${_usd(result.spend_usd)}, served "
+        f"{requests - result.refused:,} of {requests:,} requests and refused "
+        f"{result.refused:,} ({refused_share:.1f} %)."
+    )
+    if result.paid_while_plan_had_headroom:
+        text += (
+            f" It paid for {result.paid_while_plan_had_headroom:,} requests that a plan "
+            "with quota left could have served."
+        )
+    if result.max_paid_seconds_after_reset:
+        text += (
+            f" After a plan reset it kept paying for up to "
+            f"{_seconds(result.max_paid_seconds_after_reset)} s before returning to the plan."
+        )
+    if result.failed_attempts:
+        text += (
+            f" Upstreams turned away {result.failed_attempts:,} attempts because a plan was "
+            "used up (each request then went on to the next connection)."
+        )
+    return text
+
+
 def _result_row(result: PolicyResult) -> dict[str, Any]:
     return {
         "policy": result.policy.value,
+        "name": result.policy.label,
         "summary": result.policy.summary,
         "colour": POLICY_COLOURS[result.policy],
         "cells": (
@@ -307,7 +353,7 @@ def _spend_chart(results: Sequence[PolicyResult], trace: Trace, buckets: int) ->
         y = top + 14 + index * 16
         lines.append(
             {
-                "policy": policy.value,
+                "policy": policy.label,
                 "points": " ".join(points),
                 "colour": POLICY_COLOURS[policy],
                 "dashes": POLICY_DASHES[policy] or "none",
@@ -363,7 +409,7 @@ def _rung_strip(result: PolicyResult, trace: Trace, buckets: int) -> dict[str, A
             }
         )
     return {
-        "policy": result.policy.value,
+        "policy": result.policy.label,
         "colour": POLICY_COLOURS[result.policy],
         "view_height": f"{height + 14}",
         "layers": layers,
@@ -391,13 +437,13 @@ def _settings(config: LadderConfig, parameters: Mapping[str, str]) -> dict[str, 
         return "unset" if value is None else f"{value.normalize():f} USD"
 
     return {
-        "exit cutoff": f"{config.exit_cutoff_percent:g} %",
-        "re-entry floor": f"{config.reentry_floor:g} %",
+        "exit cutoff (a plan drops out at or below)": f"{config.exit_cutoff_percent:g} %",
+        "re-entry floor (a plan comes back above)": f"{config.reentry_floor:g} %",
         "cheap budget": budget(config.cheap_budget_usd),
         "premium budget": budget(config.premium_budget_usd),
         "budget window": config.budget_window.value,
-        "max state age": f"{config.max_state_age_seconds} s",
-        "cooldown base / max": (
+        "oldest usable quota reading": f"{config.max_state_age_seconds} s",
+        "wait after a failure, first / longest": (
             f"{config.base_cooldown_seconds:g} s / {config.max_cooldown_seconds:g} s"
         ),
         **parameters,
@@ -426,7 +472,13 @@ def write_report(
     csv_path = out_dir / CSV_NAME
     html_path.write_text(render_html(results, context), encoding="utf-8")
     csv_path.write_text(format_csv(results), encoding="utf-8")
+    # The same report as data: the dashboard shows it inside its own layout.
+    json_path = out_dir / JSON_NAME
+    json_path.write_text(
+        json.dumps(report_context(results, context), indent=1) + "\n", encoding="utf-8"
+    )
     reports_dir.mkdir(parents=True, exist_ok=True)
     latest = reports_dir / LATEST_NAME
     shutil.copyfile(html_path, latest)
+    shutil.copyfile(json_path, reports_dir / LATEST_JSON_NAME)
     return ReportPaths(html=html_path, csv=csv_path, latest=latest)

@@ -28,26 +28,44 @@ class Policy(StrEnum):
     ORIGINAL_DESIGN = "original-design"
 
     @property
+    def label(self) -> str:
+        """What the report calls the policy (the value stays the name in code and CSV)."""
+        return _POLICY_LABEL[self]
+
+    @property
     def summary(self) -> str:
         """One sentence on what the policy does."""
         return _POLICY_SUMMARY[self]
 
 
+_POLICY_LABEL: Final[dict[Policy, str]] = {
+    Policy.THRIFTY: "Thrifty (this product)",
+    Policy.SUBSCRIPTION_ONLY: "Plans only",
+    Policy.CHEAPEST_FIRST: "Cheapest price first",
+    Policy.ORIGINAL_DESIGN: "Thrifty, earlier design",
+}
+
 _POLICY_SUMMARY: Final[dict[Policy, str]] = {
     Policy.THRIFTY: (
-        "This product's auto/thrifty: plan first, then one rung at a time, readings "
-        "refreshed at each reset, cooldowns clamped, hysteresis, budgets enforced."
+        "This product's auto/thrifty pool: use the subscription plans first, then step "
+        "up one rung at a time (keyless, free, cheap, premium) only when the cheaper "
+        "ones are out; check a plan's quota again the moment it resets; stop paying for "
+        "a rung once its budget is spent."
     ),
     Policy.SUBSCRIPTION_ONLY: (
-        "This product's auto/subscription: verified plan quota only; refuses rather than pays."
+        "This product's auto/subscription pool: only plans with verified quota left. "
+        "When none is left it refuses the request rather than pay for it."
     ),
     Policy.CHEAPEST_FIRST: (
-        "Every connection priced as metered at its model's price, cheapest first; "
-        "ignores plans, quota readings and budgets."
+        "A plain price sort for comparison: every connection priced as if it billed per "
+        "request at its model's list price, cheapest first. It knows nothing of plans, "
+        "quota or budgets."
     ),
     Policy.ORIGINAL_DESIGN: (
-        "Thrifty as the original system ran it: readings through a 180 s cache with no "
-        "notion of a reset, cooldowns not clamped, hysteresis not wired."
+        "Thrifty as the first version of this router ran it: quota read through a "
+        "3-minute cache that does not know when a plan resets, waits after a refusal "
+        "not cut short at the reset, and no margin between leaving and re-joining a "
+        "plan."
     ),
 }
 

@@ -77,7 +77,7 @@ def token_revoke(request: HtmxHttpRequest, token_id: int) -> HttpResponseBase:
     """Revoke a token: it authenticates nothing from now on."""
     if not ApiToken.objects.filter(pk=token_id).exists():
         raise Http404("No such token.")
-    revoked = revoke_token(token_id)
+    revoked = revoke_token(token_id, actor=request.user.get_username())
     message = "Token revoked." if revoked else "That token was revoked already."
 
     def refreshed() -> TemplateResponse:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
+from billing.services import record_audit
 from tests.e2e.conftest import sign_in
 from tests.ladder.factories import make_token
 from tests.worlds import make_user, seed_demo_world
@@ -39,6 +40,7 @@ PAGES = (
     "/tokens/",
     "/notifications/",
     "/reports/simulation/",
+    "/audit/",
 )
 SERIOUS = ("serious", "critical")
 # The page background of each scheme: proof that the emulated scheme took effect.
@@ -56,6 +58,31 @@ COUNT_REFRESHES = """(id) => {
 @pytest.fixture
 def world() -> None:
     seed_demo_world(timezone.now())
+    # The audit page with a change of each shape: an update, a creation, a deletion.
+    record_audit(
+        target_type="settings",
+        target_id=1,
+        action="update",
+        actor="olga",
+        before={"exit_cutoff_percent": 2.0, "budget_window": "month"},
+        after={"exit_cutoff_percent": 10.0, "budget_window": "week"},
+    )
+    record_audit(
+        target_type="token",
+        target_id=1,
+        action="create",
+        actor="olga",
+        before=None,
+        after={"name": "ci", "scope": "gateway", "prefix": "omr_abcdefgh", "revoked_at": None},
+    )
+    record_audit(
+        target_type="price",
+        target_id=99,
+        action="delete",
+        actor="token:ops",
+        before={"provider": "openai", "model": "gpt-4o", "input_usd_per_mtok": "2.50"},
+        after=None,
+    )
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ spend ledger starts empty, whatever the real ledger holds.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,11 +22,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing import services as billing_services
-from ladder import services
 from ladder.core import CandidateIn
-from ladder.crypto import CredentialDecryptError, CredentialKeyMissing, decrypt_credential
-from ladder.models import Connection
+from ladder.services import simulations
+from ladder.services.loading import registered_candidates
 from ladder.simulator.report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
 from ladder.simulator.results import Policy
 from ladder.simulator.run import simulate_all
@@ -39,31 +36,13 @@ from ladder.simulator.trace import (
     parse_trace_csv,
     synthetic_trace,
 )
-from ladder.simulator.world import (
-    DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS,
-    FREE_TIER_REQUESTS_PER_DAY,
-    SIMULATED_QUOTA_SOURCE,
-    WEEKLY_WINDOWS_PER_WEEK,
-    RegisteredConnection,
-    Timing,
-    World,
-    simulated_connections,
-)
+from ladder.simulator.world import Timing
 
-# A fixed Monday, so the default trace (and the committed report) is reproducible.
-DEFAULT_START = datetime(2025, 6, 2, tzinfo=UTC)
-DEFAULT_SEED = 8
-DEFAULT_REQUESTS_PER_WEEKDAY = TrafficModel().requests_per_weekday
-# The original design's quota cache (ladder.md: a reset noticed only after this TTL).
-ORIGINAL_CACHE_TTL_SECONDS = 180.0
-PLAN_SIZING = (
-    "a simulated plan's plan_size is read as thousands of tokens per 5-hour window "
-    "(phase: phase_seconds / window_seconds of a window), any other plan "
-    f"{DEFAULT_PLAN_TOKENS_PER_FIVE_HOURS:,} tokens; weekly windows hold "
-    f"{WEEKLY_WINDOWS_PER_WEEK} times the 5-hour size; a metered connection serving only "
-    f"free models has a daily cap of {FREE_TIER_REQUESTS_PER_DAY:,} requests; other "
-    "connections never run out"
-)
+DEFAULT_START = simulations.DEFAULT_START
+DEFAULT_SEED = simulations.DEFAULT_SEED
+DEFAULT_REQUESTS_PER_WEEKDAY = simulations.DEFAULT_REQUESTS_PER_WEEKDAY
+ORIGINAL_CACHE_TTL_SECONDS = simulations.ORIGINAL_CACHE_TTL_SECONDS
+PLAN_SIZING = simulations.PLAN_SIZING
 
 
 def _start(value: str) -> datetime:
@@ -111,39 +90,21 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
-        config = services.load_config()
-        catalog = billing_services.load_catalog()
-        prices = billing_services.load_price_book()
-        candidates = services.registered_candidates()
+        candidates = registered_candidates()
         if not candidates:
             raise CommandError(
                 "No candidates are registered: run `manage.py seed_demo` or register some."
             )
         trace = self._trace(options, candidates)
-        # Plan windows restart on a grid anchored at midnight UTC of the first day.
-        anchor = trace.start.replace(hour=0, minute=0, second=0, microsecond=0)
-        registered = [
-            RegisteredConnection(
-                connection_id=row.connection_id,
-                provider=row.provider,
-                auth_type=row.auth_type,
-                billing=catalog.classify(row.provider, row.auth_type),
-                is_active=row.is_active,
-                quota_source=row.quota_source,
-                simulated_config=_simulated_config(row),
-            )
-            for row in Connection.objects.order_by("connection_id")
-        ]
         try:
-            connections = simulated_connections(registered, candidates, prices, config, anchor)
-        except ValueError as error:
+            loaded = simulations.load_world(simulations.anchor_of(trace))
+        except simulations.SimulationError as error:
             raise CommandError(str(error)) from None
-        world = World(connections, tuple(candidates), prices, config)
-        timing = Timing(
-            refresh_interval_seconds=float(settings.QUOTA_REFRESH_INTERVAL_SECONDS),
-            beat_seconds=float(settings.QUOTA_BEAT_SECONDS),
-            reset_grace_seconds=float(settings.QUOTA_RESET_GRACE_SECONDS),
-            original_cache_ttl_seconds=ORIGINAL_CACHE_TTL_SECONDS,
+        world, connections, config, timing = (
+            loaded.world,
+            loaded.connections,
+            loaded.config,
+            loaded.timing,
         )
         self.stdout.write(
             f"Replaying {len(trace.requests):,} requests ({trace.source} trace, "
@@ -206,44 +167,12 @@ class Command(BaseCommand):
         if options["trace"] is not None:
             source = {"trace": str(options["trace"])}
         else:
-            mix = default_selections(candidates)
-            total = sum(weight for _, weight in mix)
             source = {
-                "synthetic trace": (
-                    f"seed {options['seed']}, {options['days']} days from "
-                    f"{options['start']:%Y-%m-%d}, {options['requests_per_weekday']:,} "
-                    "requests per weekday (weekends 35 %), diurnal; tokens lognormal "
-                    "around 6,000 in / 600 out"
-                ),
-                "traffic mix": ", ".join(
-                    f"{selection.label} {100 * weight / total:.0f} %" for selection, weight in mix
-                ),
+                "synthetic trace": simulations.synthetic_parameters(
+                    seed=options["seed"],
+                    days=options["days"],
+                    start=options["start"],
+                    per_weekday=options["requests_per_weekday"],
+                )
             }
-        return {
-            **source,
-            "refresh interval / beat / reset grace": (
-                f"{timing.refresh_interval_seconds:g} s / {timing.beat_seconds:g} s / "
-                f"{timing.reset_grace_seconds:g} s"
-            ),
-            "original design's cache TTL": f"{timing.original_cache_ttl_seconds:g} s",
-            "trace span": f"{trace.hours:.1f} h",
-            "plan sizing": PLAN_SIZING,
-        }
-
-
-def _simulated_config(row: Connection) -> object | None:
-    """The decrypted JSON config of a plan polled through the simulated adapter."""
-    if row.quota_source != SIMULATED_QUOTA_SOURCE or not row.credential_ciphertext:
-        return None
-    try:
-        plaintext = decrypt_credential(row.credential_ciphertext)
-    except (CredentialKeyMissing, CredentialDecryptError) as error:
-        raise CommandError(
-            f"Cannot read the simulated config of {row.connection_id}: {error}"
-        ) from None
-    if not plaintext.strip():
-        return None
-    try:
-        return json.loads(plaintext)
-    except ValueError:
-        raise CommandError(f"The simulated config of {row.connection_id} is not JSON.") from None
+        return simulations.report_parameters(source, trace, timing, candidates)

@@ -52,7 +52,7 @@ def test_render_html_is_self_contained_with_both_charts() -> None:
     context = ReportContext(TINY_TRACE, world().connections, LadderConfig(), {"seed": "8"})
     html = render_html(_results(), context)
     assert html.startswith("<!doctype html>")
-    assert html.count("<svg") == 1 + len(Policy)  # the spend chart and a rung strip each
+    assert html.count("class=sim-chart") == 1 + len(Policy)  # the spend chart and a rung strip each
     assert "Cumulative paid spend" in html
     assert "Serving rung over time" in html
     for external in ("<script", "<link", "<img", "http:", "https:", "url("):

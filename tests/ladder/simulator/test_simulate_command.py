@@ -54,7 +54,7 @@ def test_simulate_on_the_demo_world_writes_the_table_csv_and_html(
     assert all(int(row["requests"]) == int(rows[0]["requests"]) > 0 for row in rows)
     # the HTML carries both charts, and the dashboard's latest copy is the same report
     html = (out_dir / "report.html").read_text()
-    assert html.count("<svg") == 1 + len(Policy)
+    assert html.count("class=sim-chart") == 1 + len(Policy)
     assert "claude-max-2" in html  # the world table lists the connections
     assert latest_report_path() == var_dir / "reports" / "latest.html"
     assert (var_dir / "reports" / "latest.html").read_text() == html
@@ -66,7 +66,7 @@ def test_simulate_writes_to_var_reports_by_default(var_dir: Path) -> None:
     _run("--days", "1", "--requests-per-weekday", "50")
     # then the report and CSV sit next to latest.html
     names = sorted(path.name for path in (var_dir / "reports").iterdir())
-    assert names == ["latest.html", "report.html", "results.csv"]
+    assert names == ["latest.html", "latest.json", "report.html", "report.json", "results.csv"]
 
 
 def test_simulate_replays_a_csv_trace(var_dir: Path, tmp_path: Path) -> None:

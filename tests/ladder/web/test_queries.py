@@ -35,6 +35,8 @@ PAGE_QUERIES = {
     "/settings/": 5,
     "/tokens/": 2,
     "/notifications/": 3,
+    "/audit/": 7,  # types, actors, count, page, and whether the linked objects exist
+    "/reports/simulation/": 3,  # the role, the latest run, the latest successful one
 }
 SESSION_OR_USER = re.compile(
     r'"django_session"|FROM "auth_user" WHERE "auth_user"\."id" =|^(RELEASE )?SAVEPOINT'

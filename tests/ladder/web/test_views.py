@@ -751,6 +751,7 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
         "Settings",
         "Notifications",
         "API tokens",
+        "Audit",
         "What-if report",
     ]
     assert page.by_class("who")[0].text == "victor viewer Sign out"
