@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ladder", "0007_notifications"),
+        ("ladder", "0008_spend_day_totals"),
     ]
 
     operations = [
