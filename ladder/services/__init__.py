@@ -20,6 +20,7 @@ from ladder.services.config import (
     effective_settings_of,
     get_settings_row,
     load_config,
+    settings_changes_since,
     settings_snapshot,
     update_settings,
     validate_settings,
@@ -113,6 +114,7 @@ from ladder.services.spend import (
 )
 
 __all__ = [
+    "settings_changes_since",
     "DECISION_BASE_BYTES",
     "DECISION_BYTES_PER_INPUT_BYTE",
     "DECISION_CACHE_SHARE",

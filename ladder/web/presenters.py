@@ -32,6 +32,7 @@ from ladder.core import (
     reading_staleness,
     rung_for,
 )
+from ladder.core.why import hysteresis_why
 from ladder.models import Connection, QuotaReading, Webhook
 
 CONNECTIONS_PER_PAGE = 100
@@ -106,6 +107,7 @@ class ConnectionRow:
     hysteresis_since_ago: str | None
     can_refresh: bool
     entry_label: str | None  # the deciding catalog entry, "provider/auth_type" or "provider/*"
+    hysteresis_why: str  # the stored reason under the current settings (ladder.core.why)
 
 
 STALENESS_TEXT = {
@@ -187,6 +189,9 @@ def connection_row(
         hysteresis_since_ago=duration_text((now - since).total_seconds()) if since else None,
         can_refresh=is_polled(connection.quota_source),
         entry_label=(entry_labels or {}).get(verdict.catalog_entry_id or 0),
+        hysteresis_why=hysteresis_why(
+            connection.hysteresis_state, connection.hysteresis_reason, config, is_current=True
+        ),
     )
 
 

@@ -165,7 +165,8 @@ def test_connections_row_shows_verdict_entry_rung_quota_hysteresis_and_reading(
         "subscription overage hard-stop entry codex/oauth",
         "subscription",
         "3.5 % left resets in 37 min",
-        "dropped out since 3 min ago 1.0 % left, at or below the exit cutoff of 2 %",
+        "dropped out since 3 min ago 1.0 % left, at or below the exit cutoff of 2 %; "
+        "re-entry needs more than 5 %",
         "none",
         "20 s ago via simulated",
     ]
@@ -332,10 +333,10 @@ def test_detail_chart_plots_the_day_of_readings_and_marks_transitions(viewer: Cl
 
     chart = page.by_class("chart")[0]
     assert [point.by_tag("title")[0].text for point in chart.by_class("chart-point")] == [
-        "07:00:00 UTC: 40 % left (SAFE)",
-        "08:40:00 UTC: 1 % left (SAFE)",
-        "10:20:00 UTC: 3 % left (SAFE)",
-        "11:10:00 UTC: 80 % left (SAFE)",
+        "07:00:00 UTC: 40.0 % left (SAFE)",
+        "08:40:00 UTC: 1.0 % left (SAFE)",
+        "10:20:00 UTC: 3.0 % left (SAFE)",
+        "11:10:00 UTC: 80.0 % left (SAFE)",
     ]
     assert [mark.attrs["class"] for mark in chart.by_class("chart-transition")] == [
         "chart-transition transition-in_play",
