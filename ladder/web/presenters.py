@@ -3,7 +3,6 @@ summaries and the short texts of durations and numbers (no view, no request)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -246,42 +245,6 @@ def connection_table(
 
 
 @dataclass(frozen=True, slots=True)
-class RungSummary:
-    """One rung at a glance: connections usable and excluded in auto/thrifty."""
-
-    rung: Rung
-    usable: int
-    excluded: int
-    reasons: list[tuple[str, int]]
-    budget: services.RungBudget | None
-
-
-def rung_summaries(thrifty: Decision, spend: services.SpendSummary) -> list[RungSummary]:
-    """Per rung: distinct connections usable and excluded, and the commonest reasons."""
-    usable: dict[Rung, set[str]] = {rung: set() for rung in Rung}
-    excluded: dict[Rung, dict[str, Reason]] = {rung: {} for rung in Rung}
-    for entry in thrifty.candidates:
-        usable[entry.rung].update(entry.connection_ids)
-    for exclusion in thrifty.excluded:
-        if exclusion.rung is not None:
-            excluded[exclusion.rung].setdefault(exclusion.connection_id, exclusion.reason)
-    summaries = []
-    for rung in Rung:
-        left_out = {k: v for k, v in excluded[rung].items() if k not in usable[rung]}
-        reasons = Counter(reason.summary for reason in left_out.values()).most_common(3)
-        summaries.append(
-            RungSummary(
-                rung=rung,
-                usable=len(usable[rung]),
-                excluded=len(left_out),
-                reasons=reasons,
-                budget=spend.rungs.get(rung.label),
-            )
-        )
-    return summaries
-
-
-@dataclass(frozen=True, slots=True)
 class Freshness:
     health: services.ReadingHealth
     stale_since: datetime | None
@@ -302,8 +265,9 @@ def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetim
         health=health,
         stale_since=stale_since,
         newest_age=duration_text((now - newest).total_seconds()) if newest else None,
+        # A stale reading's reset is only its last word: no countdown to it.
         next_reset_in=duration_text((health.next_reset_at - now).total_seconds())
-        if health.next_reset_at
+        if health.next_reset_at and stale_since is None
         else None,
     )
 
