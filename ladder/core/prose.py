@@ -22,7 +22,7 @@ def number_text(value: float | int | Decimal) -> str:
 def percent_text(value: float, *, beside: float | None = None) -> str:
     """A remaining percent for people: one decimal ("99.6", "3.0"). `beside`: the
     threshold the sentence compares it with; a rounding that would land on it, or on its
-    other side, keeps as many decimals as it takes (up to 6) to stay on the true side
+    other side, keeps as many decimals as it takes to stay on the true side
     ("4.96 % left, re-entry needs more than 5 %", never "5.0 % left, ... 5 %")."""
     number = float(value)
     if not math.isfinite(number):
@@ -31,7 +31,7 @@ def percent_text(value: float, *, beside: float | None = None) -> str:
         text = f"{number:.{places}f}"
         if beside is None or _side(float(text), beside) == _side(number, beside):
             return text
-    return f"{number:.6f}"
+    return repr(number)
 
 
 def _side(value: float, threshold: float) -> int:

@@ -326,6 +326,30 @@ class BandDrawing:
         return self._marks(100)
 
     @property
+    def labels(self) -> list[BandLabel]:
+        """The zoom's two labels, laid out so they never overlap nor leave the drawing:
+        each starts at its mark (the exit label ends at it), pushed inside the edges;
+        when they would touch, the re-entry label takes a second row."""
+        marks = self.zoom
+        exit_text = f"exit {number_text(self.exit_cutoff)} %"
+        floor_text = f"re-entry {number_text(self.reentry_floor)} %"
+        exit_width, floor_width = _text_width(exit_text), _text_width(floor_text)
+        exit_left = _clamp(float(marks["exit"]) - exit_width, exit_width)
+        floor_left = _clamp(float(marks["floor"]), floor_width)
+        row = BAND_LABEL_Y
+        if exit_left + exit_width + LABEL_GAP > floor_left:
+            row += BAND_LABEL_ROW
+        return [
+            BandLabel("exit", exit_text, _coordinate(exit_left), str(BAND_LABEL_Y)),
+            BandLabel("floor", floor_text, _coordinate(floor_left), str(row)),
+        ]
+
+    @property
+    def height(self) -> int:
+        """The drawing's height: one more row when the labels need two."""
+        return int(self.labels[-1].y) + 4
+
+    @property
     def zoom(self) -> dict[str, str]:
         return self._marks(self.zoom_max)
 
@@ -342,6 +366,31 @@ class BandDrawing:
             "max": str(int(scale_max)),
             "mid": str(int(scale_max / 2)) if scale_max % 2 == 0 else f"{scale_max / 2:g}",
         }
+
+
+# The band drawing's labels: 11 px bold text, about 6.6 user units a character.
+BAND_LABEL_Y = 146
+BAND_LABEL_ROW = 14
+LABEL_GAP = 8
+BAND_WIDTH = 600
+CHAR_WIDTH = 6.6
+
+
+@dataclass(frozen=True, slots=True)
+class BandLabel:
+    kind: str  # exit, floor
+    text: str
+    x: str  # the left edge (text-anchor start)
+    y: str
+
+
+def _text_width(text: str) -> float:
+    return len(text) * CHAR_WIDTH
+
+
+def _clamp(left: float, width: float) -> float:
+    """A label's left edge kept inside the drawing (2 units of margin each side)."""
+    return min(max(left, 2.0), BAND_WIDTH - 2.0 - width)
 
 
 def band_drawing(exit_cutoff: float, reentry_configured: float) -> BandDrawing:
