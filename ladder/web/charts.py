@@ -35,6 +35,7 @@ class ChartMark:
 class ChartTick:
     x: str
     label: str
+    anchor: str = "middle"  # "start"/"end" at the plot's edges, so no label is cut off
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +114,13 @@ TICK_STEPS_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 240, 360, 720)
 MIN_SPAN = timedelta(minutes=10)
 
 
-def time_ticks(start: datetime, end: datetime, max_ticks: int = 6) -> list[datetime]:
+def time_ticks(start: datetime, end: datetime, max_ticks: int = 7) -> list[datetime]:
     """Round instants inside [start, end] at the smallest step giving at most
     `max_ticks` of them (every 5 min over 14 min, every 4 h over a day)."""
     span_minutes = (end - start).total_seconds() / 60
     step = next(
-        (m for m in TICK_STEPS_MINUTES if span_minutes / m <= max_ticks), TICK_STEPS_MINUTES[-1]
+        (m for m in TICK_STEPS_MINUTES if span_minutes / m + 1 <= max_ticks),
+        TICK_STEPS_MINUTES[-1],
     )
     midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
     minutes = math.ceil((start - midnight).total_seconds() / 60 / step) * step
@@ -224,7 +226,19 @@ def remaining_chart(
     )
     chart.y_ticks = [(_coordinate(y_of(p)), str(p)) for p in (0, 25, 50, 75, 100)]
     ticks = time_ticks(start, now)
-    chart.ticks = [ChartTick(_coordinate(x_of(t)), _clock(t)) for t in ticks]
+    edge = 16.0
+    chart.ticks = [
+        ChartTick(
+            _coordinate(x_of(t)),
+            _clock(t),
+            "start"
+            if x_of(t) < chart.left + edge
+            else "end"
+            if x_of(t) > chart.plot_right - edge
+            else "middle",
+        )
+        for t in ticks
+    ]
     return chart
 
 
