@@ -9,13 +9,13 @@ from typing import Any
 from django import forms
 
 from billing.classify import Billing, Overage
-from billing.names import KnownNames, did_you_mean
 from billing.models import (
     AUTH_TYPE_MAX_LENGTH,
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
     REASON_MAX_LENGTH,
 )
+from billing.names import KnownNames, did_you_mean
 from billing.price_import import (
     MAX_PRICE_FILE_BYTES,
     PriceFileError,
@@ -72,7 +72,10 @@ class CatalogEntryForm(forms.Form):
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         data = self.cleaned_data
-        for name, known in (("provider", self.known.providers), ("auth_type", self.known.auth_types)):
+        for name, known in (
+            ("provider", self.known.providers),
+            ("auth_type", self.known.auth_types),
+        ):
             meant = did_you_mean(data.get(name) or "", known)
             if meant is not None:
                 self.near_misses[name] = meant

@@ -191,7 +191,6 @@ def catalog_context(
     }
 
 
-
 def _known_names() -> KnownNames:
     """The providers and auth types of the catalog and the connections (two queries)."""
     return KnownNames.of(

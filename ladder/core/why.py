@@ -67,4 +67,6 @@ def hysteresis_why(
         )
         return text
     rounded = _RAW_PERCENT.sub(lambda m: percent_text(float(m.group())), reason)
-    return f"{rounded}; {needs}" if dropped and is_current and "re-entry" not in rounded else rounded
+    return (
+        f"{rounded}; {needs}" if dropped and is_current and "re-entry" not in rounded else rounded
+    )

@@ -114,7 +114,6 @@ from ladder.services.spend import (
 )
 
 __all__ = [
-    "settings_changes_since",
     "DECISION_BASE_BYTES",
     "DECISION_BYTES_PER_INPUT_BYTE",
     "DECISION_CACHE_SHARE",
@@ -190,6 +189,7 @@ __all__ = [
     "request_refresh",
     "save_candidate",
     "server_clock",
+    "settings_changes_since",
     "settings_snapshot",
     "spend_in_window",
     "spend_rung",

@@ -98,7 +98,9 @@ def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
     return row
 
 
-def settings_changes_since(since: datetime) -> list[tuple[datetime, dict[str, Any], dict[str, Any]]]:
+def settings_changes_since(
+    since: datetime,
+) -> list[tuple[datetime, dict[str, Any], dict[str, Any]]]:
     """The audited settings changes after `since`, oldest first: (at, before, after), so a
     chart draws each threshold over the period it applied (one query)."""
     rows = AuditEntry.objects.filter(target_type="settings", at__gt=since).order_by("at", "id")

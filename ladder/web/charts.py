@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ladder.core import LadderConfig
-from ladder.models import HysteresisTransition, QuotaReading
 from ladder.core.prose import percent_text
+from ladder.models import HysteresisTransition, QuotaReading
 from ladder.web.presenters import number_text
 
 
@@ -140,7 +140,9 @@ def _span_words(seconds: float) -> str:
     minutes = round(seconds / 60)
     if minutes < 120:
         return f"{minutes} min"
-    return f"{minutes / 60:.0f} h" if minutes % 60 == 0 or minutes >= 600 else f"{minutes / 60:.1f} h"
+    return (
+        f"{minutes / 60:.0f} h" if minutes % 60 == 0 or minutes >= 600 else f"{minutes / 60:.1f} h"
+    )
 
 
 def remaining_chart(
@@ -221,9 +223,7 @@ def remaining_chart(
                 f"{transition.at:%H:%M:%S} UTC: {transition.get_state_display()} ({why})",
             )
         )
-    chart.thresholds = _threshold_segments(
-        periods, config, start, now, x_of, y_of
-    )
+    chart.thresholds = _threshold_segments(periods, config, start, now, x_of, y_of)
     chart.y_ticks = [(_coordinate(y_of(p)), str(p)) for p in (0, 25, 50, 75, 100)]
     ticks = time_ticks(start, now)
     edge = 16.0
@@ -283,7 +283,10 @@ def _threshold_segments(
             continue
         exit_y, reentry_y = y_of(period.exit_percent), y_of(period.reentry_percent)
         is_now = index + 1 == len(spans)
-        exit_text, floor_text = number_text(period.exit_percent), number_text(period.reentry_percent)
+        exit_text, floor_text = (
+            number_text(period.exit_percent),
+            number_text(period.reentry_percent),
+        )
         when = (
             f"now, since {begin:%H:%M} UTC"
             if is_now and period.since is not None and period.since > start

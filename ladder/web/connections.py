@@ -19,11 +19,11 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ladder import services
+from ladder.core.why import hysteresis_why
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm
 from ladder.models import Candidate, Connection, is_connection_id
 from ladder.web.candidate_rows import candidates_naming
-from ladder.core.why import hysteresis_why
 from ladder.web.charts import remaining_chart, settings_periods
 from ladder.web.connection_states import (
     BILLING_CHOICES,
@@ -176,8 +176,7 @@ def connection_detail_context(
     transitions = services.transition_history(row.connection, since=since)
     # Each stored sentence presented under the current settings (ladder.core.why).
     explained = [
-        (t, hysteresis_why(t.state, t.reason, table.config, is_current=False))
-        for t in transitions
+        (t, hysteresis_why(t.state, t.reason, table.config, is_current=False)) for t in transitions
     ]
     periods = settings_periods(services.settings_changes_since(since))
     membership = memberships(services.decide_published(now=now)).get(connection_id)

@@ -23,7 +23,6 @@ from ladder.core import (
     Exclusion,
     HysteresisState,
     LadderConfig,
-    Reason,
     Rung,
     Staleness,
     connection_rung,

@@ -56,7 +56,9 @@ def _typo(**fields: Any) -> dict[str, Any]:
 
 
 def _form(page: Element) -> Element:
-    return page.find_all(lambda e: e.tag == "form" and e.attrs.get("action") == "/catalog/create/")[0]
+    return page.find_all(lambda e: e.tag == "form" and e.attrs.get("action") == "/catalog/create/")[
+        0
+    ]
 
 
 @pytest.mark.parametrize(
@@ -80,7 +82,9 @@ def test_the_new_entry_form_defaults_to_metered_with_overage_unknown(operator: C
     form = _form(parse(operator.get("/catalog/").content))
 
     selected = {
-        select.attrs["name"]: [o.attrs["value"] for o in select.by_tag("option") if "selected" in o.attrs]
+        select.attrs["name"]: [
+            o.attrs["value"] for o in select.by_tag("option") if "selected" in o.attrs
+        ]
         for select in form.by_tag("select")
     }
     assert selected == {"billing": ["metered"], "overage": ["unknown"]}
@@ -99,8 +103,15 @@ def test_known_providers_and_auth_types_are_offered_as_free_text_choices(
     }
     assert options == {
         "curated-providers": [
-            "antigravity", "claude", "codex", "copilot", "cursor", "devin-desktop", "groq",
-            "kimi", "openai",
+            "antigravity",
+            "claude",
+            "codex",
+            "copilot",
+            "cursor",
+            "devin-desktop",
+            "groq",
+            "kimi",
+            "openai",
         ],
         "curated-auth-types": ["apikey", "oauth"],
     }

@@ -277,9 +277,7 @@ def test_a_catalog_edit_changes_the_verdict_and_the_pool(demo: None, operator: C
 
     row = connections.find_all(lambda e: e.attrs.get("data-connection") == "openai-key")[0]
     entry = _entry("openai")
-    assert row.by_tag("td")[1].text == (
-        f"subscription overage hard-stop entry {entry.pk} openai/*"
-    )
+    assert row.by_tag("td")[1].text == (f"subscription overage hard-stop entry {entry.pk} openai/*")
     first_rung = pools.by_class("pool-rung")[0]
     assert first_rung.by_class("rung-name")[0].text == "subscription"
     assert [li.text for li in first_rung.by_tag("li")] == [

@@ -59,9 +59,11 @@ def test_fourteen_minutes_of_readings_fill_the_plot_and_the_span_is_labelled(
         # The plot runs from x=40 to x=708: the first reading at its left edge.
         assert [p.attrs["cx"] for p in chart.by_class("chart-point")] == ["40.0", "374.0", "708.0"]
         assert [t.text for t in chart.by_class("chart-time")] == ["11:50", "11:55", "12:00"]
-        assert [
-            (t.attrs["x"], t.attrs["text-anchor"]) for t in chart.by_class("chart-time")
-        ] == [("230.9", "middle"), ("469.4", "middle"), ("708.0", "end")]
+        assert [(t.attrs["x"], t.attrs["text-anchor"]) for t in chart.by_class("chart-time")] == [
+            ("230.9", "middle"),
+            ("469.4", "middle"),
+            ("708.0", "end"),
+        ]
         assert status.by_class("chart-span")[0].text == (
             "The time axis shows 14 min of data, 11:46 to 12:00 UTC "
             "(no earlier reading in the last 24 h)."
@@ -87,8 +89,20 @@ def test_thresholds_are_drawn_over_the_period_each_applied(viewer: Client) -> No
             )
             for g in groups
         ] == [
-            ("40.0", "469.4", "188.4", "183.0", "exit cutoff 2 %, re-entry floor 5 % (11:46 to 11:55 UTC)"),
-            ("469.4", "708.0", "174.0", "138.0", "exit cutoff 10 %, re-entry floor 30 % (now, since 11:55 UTC)"),
+            (
+                "40.0",
+                "469.4",
+                "188.4",
+                "183.0",
+                "exit cutoff 2 %, re-entry floor 5 % (11:46 to 11:55 UTC)",
+            ),
+            (
+                "469.4",
+                "708.0",
+                "174.0",
+                "138.0",
+                "exit cutoff 10 %, re-entry floor 30 % (now, since 11:55 UTC)",
+            ),
         ]
         assert status.by_class("chart-thresholds-text")[0].text == (
             "Thresholds drawn: exit cutoff 2 %, re-entry floor 5 % (11:46 to 11:55 UTC); "

@@ -52,7 +52,9 @@ def test_each_excluded_connection_is_named_with_why_and_links_to_its_page(
     for page in _pages(viewer):
         excluded = [card.by_class("rung-excluded") for card in page.by_class("rung-card")]
 
-        assert [[li.text for li in found[0].by_tag("li")] if found else [] for found in excluded] == [
+        assert [
+            [li.text for li in found[0].by_tag("li")] if found else [] for found in excluded
+        ] == [
             [
                 "claude-max-2 quota_exhausted 1.5 % left, at or below the exit cutoff of 2 %",
                 "codex-plus below_reentry 3.5 % left, re-entry needs more than 5 %",
@@ -76,17 +78,19 @@ def test_rung_cards_link_into_the_connections_list_filtered_by_rung(viewer: Clie
             [(rung, f"/connections/?rung={rung}")]
             for rung in ("subscription", "keyless", "free", "cheap", "premium")
         ]
-        assert [_links(card.by_class("rung-more")[0]) for card in cards][0] == [
-            ("Every subscription connection", "/connections/?rung=subscription")
+        assert [_links(card.by_class("rung-more")[0]) for card in cards] == [
+            [(f"Every {rung} connection", f"/connections/?rung={rung}")]
+            for rung in ("subscription", "keyless", "free", "cheap", "premium")
         ]
 
 
 def test_the_rung_link_lists_what_the_card_counts(viewer: Client) -> None:
     page = parse(viewer.get("/connections/?rung=subscription").content)
 
-    listed = [row.attrs["data-connection"] for row in page.find_all(
-        lambda e: e.tag == "tr" and "data-connection" in e.attrs
-    )]
+    listed = [
+        row.attrs["data-connection"]
+        for row in page.find_all(lambda e: e.tag == "tr" and "data-connection" in e.attrs)
+    ]
     # 2 usable in auto/thrifty + 2 excluded on the card: the same four connections.
     assert listed == ["claude-max-1", "claude-max-2", "codex-plus", "cursor-pro"]
 

@@ -37,7 +37,7 @@ def operator(client: Client) -> Client:
     return signed_in(client, "olga", "operator")
 
 
-def _unchanged() -> tuple[list[dict[str, Any]], list[Any]]:
+def _unchanged() -> tuple[list[Any], list[Any]]:
     return list(LadderSettings.objects.values()), list(ChangeCounter.objects.values())
 
 
@@ -109,7 +109,8 @@ def test_band_labels_never_overlap_nor_leave_the_drawing(
     exit_right = float(exit_label.x) + len(exit_label.text) * CHAR_WIDTH
     assert exit_label.y != floor_label.y or exit_right < float(floor_label.x)
     for label in band.labels:
-        assert 0 <= float(label.x) and float(label.x) + len(label.text) * CHAR_WIDTH <= 600
+        assert float(label.x) >= 0
+        assert float(label.x) + len(label.text) * CHAR_WIDTH <= 600
     assert band.height == int(labels[-1][2]) + 4
 
 
@@ -122,6 +123,7 @@ def test_the_settings_page_draws_two_label_rows_for_an_equal_band(operator: Clie
 
     band = page.by_class("band")[0]
     assert band.attrs["viewbox"] == "0 0 600 164"
-    assert [
-        (t.text, t.attrs["x"], t.attrs["y"]) for t in band.by_class("band-label")
-    ] == [("exit 5 %", "247.2", "146"), ("re-entry 5 %", "300.0", "160")]
+    assert [(t.text, t.attrs["x"], t.attrs["y"]) for t in band.by_class("band-label")] == [
+        ("exit 5 %", "247.2", "146"),
+        ("re-entry 5 %", "300.0", "160"),
+    ]
