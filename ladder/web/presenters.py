@@ -30,6 +30,7 @@ from ladder.core import (
     reading_staleness,
     rung_for,
 )
+from ladder.core.prose import percent_text
 from ladder.core.why import hysteresis_why
 from ladder.models import Connection, QuotaReading, Webhook
 
@@ -69,6 +70,15 @@ class QuotaBar:
     def width(self) -> str:
         """The fill width in the bar's 0..100 viewBox."""
         return number_text(round(min(max(self.remaining_percent, 0.0), 100.0), 2))
+
+    @property
+    def text(self) -> str:
+        """The remaining percent for people: one decimal, on the true side of the nearer
+        threshold ("99.6", "4.96" beside a floor of 5)."""
+        nearer = min(
+            (self.exit_cutoff, self.reentry_floor), key=lambda t: abs(self.remaining_percent - t)
+        )
+        return percent_text(self.remaining_percent, beside=nearer)
 
 
 def quota_bar(

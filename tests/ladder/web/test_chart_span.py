@@ -70,7 +70,7 @@ def test_fourteen_minutes_of_readings_fill_the_plot_and_the_span_is_labelled(
         )
         # The data table stays: every reading, newest first.
         rows = status.by_class("chart-data")[0].by_tag("tbody")[0].by_tag("tr")
-        assert [row.by_tag("td")[1].text for row in rows] == ["3 %", "1 %", "40 %"]
+        assert [row.by_tag("td")[1].text for row in rows] == ["3.0 %", "1.0 %", "40.0 %"]
 
 
 def test_thresholds_are_drawn_over_the_period_each_applied(viewer: Client) -> None:
