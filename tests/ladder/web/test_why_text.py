@@ -10,8 +10,9 @@ import pytest
 from django.test import Client
 
 from ladder import services
+from ladder.templatetags.citations import why_text
 from omniroute_admin import dashboard
-from tests.ladder.factories import NOW, make_connection, make_reading
+from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 from tests.pages import Element, parse
 from tests.worlds import htmx_headers, signed_in
 
@@ -69,3 +70,47 @@ def test_a_stored_floor_under_new_settings_is_said_as_then_and_now(viewer: Clien
         assert row.by_class("why")[0].text == (
             "1.0 % left, at or below the exit cutoff of 2 %; re-entry needs more than 30 %"
         )
+
+
+def test_an_instant_in_a_reason_says_when_and_how_far_from_now(viewer: Client) -> None:
+    make_candidate(connection_id="claude-max-1")
+    make_reading(status="EXHAUSTED", remaining_percent=0.0, reset_at=NOW + timedelta(minutes=37))
+    url = "/pools/?auto_id=auto/thrifty"
+
+    for page in (
+        parse(viewer.get(url).content),
+        parse(viewer.get(url, headers=htmx_headers("pool-table")).content),
+    ):
+        (detail,) = [
+            span.text
+            for span in page.find_all(lambda e: "data-volatile" in e.attrs)
+            if "EXHAUSTED" in span.text
+        ]
+        assert detail == (
+            "Upstream reports EXHAUSTED with 0.0 % left, until its reset at "
+            "2026-11-29 12:37:00 UTC (in 37 min)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("reset at 2026-11-29 12:37:00 UTC", "reset at 2026-11-29 12:37:00 UTC (in 37 min)"),
+        (
+            "reset at 2026-11-29 11:57:00 UTC has passed",
+            "reset at 2026-11-29 11:57:00 UTC (3 min ago) has passed",
+        ),
+        (
+            "until 2026-11-29 12:01:35 UTC (95 s from now)",
+            "until 2026-11-29 12:01:35 UTC (95 s from now)",
+        ),
+        (
+            "<b>catalog entry 4</b>",
+            '&lt;b&gt;<a href="/catalog/#entry-4">catalog entry 4</a>&lt;/b&gt;',
+        ),
+    ],
+)
+def test_why_text_adds_the_distance_of_each_instant_and_links_entries(
+    text: str, shown: str
+) -> None:
+    assert why_text(text, NOW) == shown
