@@ -4,6 +4,7 @@ again (and own the uniqueness rules); these give the browser field-level message
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 
@@ -14,6 +15,7 @@ from billing.models import (
     PROVIDER_MAX_LENGTH,
     REASON_MAX_LENGTH,
 )
+from billing.names import KnownNames, did_you_mean
 from billing.price_import import (
     MAX_PRICE_FILE_BYTES,
     PriceFileError,
@@ -26,22 +28,67 @@ from billing.tiers import Tier
 
 class CatalogEntryForm(forms.Form):
     """One curated catalog entry; `version` is the one the operator loaded (optimistic
-    concurrency: a save over a newer version is a conflict, never a silent overwrite)."""
+    concurrency: a save over a newer version is a conflict, never a silent overwrite).
+    A new entry starts at the safest answer (metered, overage unknown): curating a
+    provider as a hard-stop subscription is a claim to make on purpose. A provider or
+    auth type that nearly matches a known one ("Kimi" for "kimi") is held back with a
+    "did you mean" until the operator ticks "keep as typed"."""
 
-    provider = forms.CharField(max_length=PROVIDER_MAX_LENGTH)
+    provider = forms.CharField(
+        max_length=PROVIDER_MAX_LENGTH,
+        widget=forms.TextInput(attrs={"list": "curated-providers", "autocomplete": "off"}),
+        help_text="The provider id connections register with (case-sensitive).",
+    )
     auth_type = forms.CharField(
         max_length=AUTH_TYPE_MAX_LENGTH,
         required=False,
+        widget=forms.TextInput(attrs={"list": "curated-auth-types", "autocomplete": "off"}),
         help_text="Empty: the provider-wide entry, used when no auth-specific entry matches.",
     )
-    billing = forms.ChoiceField(choices=[(b.value, b.value) for b in Billing])
-    overage = forms.ChoiceField(choices=[(o.value, o.value) for o in Overage])
+    billing = forms.ChoiceField(
+        choices=[(b.value, b.value) for b in Billing], initial=Billing.METERED.value
+    )
+    overage = forms.ChoiceField(
+        choices=[(o.value, o.value) for o in Overage], initial=Overage.UNKNOWN.value
+    )
     reason = forms.CharField(
         max_length=REASON_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Why, from the provider's published terms (shown to operators).",
     )
+    keep_as_typed = forms.BooleanField(
+        required=False,
+        label="Keep as typed",
+        help_text="Save the provider and auth type exactly as typed, though they are "
+        "close to a known name.",
+    )
     version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
+
+    def __init__(self, *args: Any, known: KnownNames | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.known = known or KnownNames()
+        self.near_misses: dict[str, str] = {}  # field -> the known name it nearly is
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        data = self.cleaned_data
+        for name, known in (
+            ("provider", self.known.providers),
+            ("auth_type", self.known.auth_types),
+        ):
+            meant = did_you_mean(data.get(name) or "", known)
+            if meant is not None:
+                self.near_misses[name] = meant
+        if self.near_misses and not data.get("keep_as_typed"):
+            for name, meant in self.near_misses.items():
+                self.add_error(
+                    name,
+                    f"Did you mean “{meant}”? “{data[name]}” is not a known "
+                    f"{'provider' if name == 'provider' else 'auth type'} (names are "
+                    "case-sensitive: an entry for it would match no connection). "
+                    "Tick “Keep as typed” to save it anyway.",
+                )
+        return cleaned
 
     def catalog_input(self) -> CatalogInput:
         """The service's input from the cleaned data."""

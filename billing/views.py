@@ -23,6 +23,7 @@ from billing import services
 from billing.classify import Catalog
 from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
+from billing.names import KnownNames
 from billing.price_import import PriceFileError
 from ladder.models import Connection
 from ladder.services import load_config
@@ -105,15 +106,18 @@ class CatalogRow:
 
 
 def _decided(
-    entries: Iterable[BillingCatalogEntry],
+    entries: Iterable[BillingCatalogEntry], names: set[tuple[str, str]] | None = None
 ) -> tuple[dict[int, list[str]], list[str]]:
-    """Which registered connections each entry decides, and those no entry covers."""
+    """Which registered connections each entry decides, and those no entry covers
+    (`names` collects the connections' providers and auth types)."""
     catalog = Catalog(entry.as_row() for entry in entries)
     decided: dict[int, list[str]] = {}
     uncurated: list[str] = []
     for connection_id, provider, auth_type in Connection.objects.order_by(
         "connection_id"
     ).values_list("connection_id", "provider", "auth_type"):
+        if names is not None:
+            names.add((provider, auth_type))
         verdict = catalog.classify(provider, auth_type)
         if verdict.catalog_entry_id is not None:
             decided.setdefault(verdict.catalog_entry_id, []).append(connection_id)
@@ -132,7 +136,9 @@ def catalog_context(
 ) -> dict[str, Any]:
     """Entries with what they decide and their history (four queries whatever the size)."""
     entries = list(BillingCatalogEntry.objects.all())
-    decided, uncurated = _decided(entries)
+    in_use: set[tuple[str, str]] = set()
+    decided, uncurated = _decided(entries, in_use)
+    known = KnownNames.of([*((e.provider, e.auth_type) for e in entries), *in_use])
     history: dict[str, list[AuditLine]] = {}
     deleted: list[AuditLine] = []
     for audit in AuditEntry.objects.filter(target_type="catalog")[:AUDIT_ROWS]:
@@ -159,6 +165,7 @@ def catalog_context(
             notice = notice or {"level": "error", "message": "That entry no longer exists."}
         else:
             edit_form = CatalogEntryForm(
+                known=known,
                 auto_id=EDIT_IDS,
                 initial={
                     "provider": found.provider,
@@ -177,9 +184,21 @@ def catalog_context(
         "editing": editing,
         "edit_form": edit_form,
         "deleting": deleting,
-        "create_form": create_form or CatalogEntryForm(auto_id=NEW_IDS),
+        "create_form": create_form or CatalogEntryForm(known=known, auto_id=NEW_IDS),
         "notice": notice,
+        "curated_providers": sorted({entry.provider for entry in entries}),
+        "curated_auth_types": sorted({entry.auth_type for entry in entries if entry.auth_type}),
     }
+
+
+def _known_names() -> KnownNames:
+    """The providers and auth types of the catalog and the connections (two queries)."""
+    return KnownNames.of(
+        [
+            *BillingCatalogEntry.objects.values_list("provider", "auth_type"),
+            *Connection.objects.values_list("provider", "auth_type"),
+        ]
+    )
 
 
 def _catalog(request: HtmxHttpRequest, status: int = 200, **context: Any) -> TemplateResponse:
@@ -210,7 +229,7 @@ def _error(message: str) -> dict[str, str]:
 @operator_required
 def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
     """Create an entry (audited); a duplicate is a 409 with the rule it breaks."""
-    form = CatalogEntryForm(request.POST, auto_id=NEW_IDS)
+    form = CatalogEntryForm(request.POST, known=_known_names(), auto_id=NEW_IDS)
     if not form.is_valid():
         return _catalog(request, 422, create_form=form)
     try:
@@ -236,7 +255,7 @@ def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
 def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
     """Save an entry over the version the operator loaded; a newer version or a
     duplicate is a 409 and nothing changes."""
-    form = CatalogEntryForm(request.POST, auto_id=EDIT_IDS)
+    form = CatalogEntryForm(request.POST, known=_known_names(), auto_id=EDIT_IDS)
     if not form.is_valid():
         return _catalog(request, 422, editing=entry_id, edit_form=form)
     try:

@@ -19,15 +19,33 @@ def number_text(value: float | int | Decimal) -> str:
     return repr(number)
 
 
-def percent_text(value: float) -> str:
-    """A remaining percent as given, with at least one decimal ("3.0")."""
-    # A remaining percent keeps at least one decimal ("3.0 % left"), never rounds.
-    return repr(float(value))
+def percent_text(value: float, *, beside: float | None = None) -> str:
+    """A remaining percent for people: one decimal ("99.6", "3.0"). `beside`: the
+    threshold the sentence compares it with; a rounding that would land on it, or on its
+    other side, keeps as many decimals as it takes to stay on the true side
+    ("4.96 % left, re-entry needs more than 5 %", never "5.0 % left, ... 5 %")."""
+    number = float(value)
+    if not math.isfinite(number):
+        return repr(number)
+    for places in range(1, 7):
+        text = f"{number:.{places}f}"
+        if beside is None or _side(float(text), beside) == _side(number, beside):
+            return text
+    return repr(number)
+
+
+def _side(value: float, threshold: float) -> int:
+    return (value > threshold) - (value < threshold)
 
 
 def money_text(value: Decimal) -> str:
-    """A USD amount without trailing zeros ("12.5")."""
-    return format(Decimal(value).normalize(), "f")
+    """A USD amount to the cent ("12.50", "0.00"); a fraction of a cent keeps its
+    digits ("0.0042"), so a small spend never reads as nothing."""
+    amount = Decimal(value)
+    cents = amount.quantize(Decimal("0.01"))
+    if cents == amount or not amount.is_finite():
+        return format(cents, "f") if amount.is_finite() else str(amount)
+    return format(amount.normalize(), "f")
 
 
 def instant_text(value: datetime) -> str:

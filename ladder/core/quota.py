@@ -177,15 +177,16 @@ def hysteresis_after(previous: Hysteresis, reading: Reading, config: LadderConfi
             return Hysteresis(
                 HysteresisState.DROPPED_OUT,
                 reading.checked_at,
-                f"{percent_text(remaining)} % left, at or below the exit cutoff of "
-                f"{number_text(config.exit_cutoff_percent)} %",
+                f"{percent_text(remaining, beside=config.exit_cutoff_percent)} % left, "
+                f"at or below the exit cutoff of {number_text(config.exit_cutoff_percent)} %",
             )
         return previous
     if remaining > floor:
         return Hysteresis(
             HysteresisState.IN_PLAY,
             reading.checked_at,
-            f"{percent_text(remaining)} % left, above the re-entry floor of {number_text(floor)} %",
+            f"{percent_text(remaining, beside=floor)} % left, "
+            f"above the re-entry floor of {number_text(floor)} %",
         )
     return previous
 
@@ -261,7 +262,7 @@ def quota_cause_within(
     if remaining <= cutoff:
         return Cause(
             Reason.QUOTA_EXHAUSTED,
-            f"{percent_text(remaining)} % left, at or below the exit cutoff of "
+            f"{percent_text(remaining, beside=cutoff)} % left, at or below the exit cutoff of "
             f"{number_text(cutoff)} %",
             reset_at,
         )
@@ -270,7 +271,7 @@ def quota_cause_within(
         if remaining <= floor:
             return Cause(
                 Reason.BELOW_REENTRY,
-                f"{percent_text(remaining)} % left, "
+                f"{percent_text(remaining, beside=floor)} % left, "
                 f"re-entry needs more than {number_text(floor)} %",
                 reset_at,
             )

@@ -3,6 +3,7 @@ audited update of every tuning field at once."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from billing import services as billing_services
-from billing.models import ChangeCounter
+from billing.models import AuditEntry, ChangeCounter
 from ladder.core import LadderConfig, settings_bounds
 from ladder.core.settings_bounds import TUNING_FIELD_NAMES
 from ladder.models import LadderSettings
@@ -95,3 +96,12 @@ def update_settings(values: dict[str, Any], *, actor: str) -> LadderSettings:
             after=settings_snapshot(row),
         )
     return row
+
+
+def settings_changes_since(
+    since: datetime,
+) -> list[tuple[datetime, dict[str, Any], dict[str, Any]]]:
+    """The audited settings changes after `since`, oldest first: (at, before, after), so a
+    chart draws each threshold over the period it applied (one query)."""
+    rows = AuditEntry.objects.filter(target_type="settings", at__gt=since).order_by("at", "id")
+    return [(row.at, row.before or {}, row.after or {}) for row in rows]

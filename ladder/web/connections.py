@@ -19,11 +19,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ladder import services
+from ladder.core.why import hysteresis_why
 from ladder.crypto import CredentialKeyMissing
 from ladder.forms import ConnectionAddForm, ConnectionEditForm
 from ladder.models import Candidate, Connection, is_connection_id
 from ladder.web.candidate_rows import candidates_naming
-from ladder.web.charts import remaining_chart
+from ladder.web.charts import remaining_chart, settings_periods
 from ladder.web.connection_states import (
     BILLING_CHOICES,
     RUNG_CHOICES,
@@ -173,6 +174,11 @@ def connection_detail_context(
     since = now - timedelta(hours=HISTORY_HOURS)
     readings = services.reading_history(row.connection, since=since)
     transitions = services.transition_history(row.connection, since=since)
+    # Each stored sentence presented under the current settings (ladder.core.why).
+    explained = [
+        (t, hysteresis_why(t.state, t.reason, table.config, is_current=False)) for t in transitions
+    ]
+    periods = settings_periods(services.settings_changes_since(since))
     membership = memberships(services.decide_published(now=now)).get(connection_id)
     naming = candidates_naming(connection_id, Candidate.objects.order_by("priority", "id"))
     return {
@@ -185,10 +191,10 @@ def connection_detail_context(
         if not row.can_refresh
         else None,
         "config": table.config,
-        "chart": remaining_chart(readings, transitions, table.config, since, now),
+        "chart": remaining_chart(readings, explained, table.config, since, now, periods),
         "readings": readings,
         "readings_count": len(readings),
-        "transitions": transitions,
+        "transitions": explained,
         "history_hours": HISTORY_HOURS,
         "candidate_base": reverse("ladder:candidates"),
     }

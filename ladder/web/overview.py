@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from ladder import beat, services
 from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID
-from ladder.web.presenters import (
-    beat_banner,
-    budget_lines,
-    duration_text,
-    freshness,
-    rung_summaries,
-)
+from ladder.web.overview_facts import distinct_connections, next_change, rung_summaries
+from ladder.web.presenters import beat_banner, budget_lines, freshness
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import HtmxHttpRequest, render, viewer_required
 
@@ -28,20 +24,20 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
     thrifty = services.decide_registered(THRIFTY_AUTO_ID, now=now)
     spend = services.spend_summary(now=now)
     health = services.reading_health(now=now)
-    subscription_connections = {c for e in subscription.candidates for c in e.connection_ids}
+    fresh = freshness(health, config, now)
     context = {
         "now": now,
         "rungs": rung_summaries(thrifty, spend),
         "subscription": subscription,
-        "subscription_connections": len(subscription_connections),
+        "subscription_connections": distinct_connections(subscription),
+        "thrifty_connections": distinct_connections(thrifty),
         "thrifty": thrifty,
         "spend": spend,
         "budgets": budget_lines(spend),
-        "freshness": freshness(health, config, now),
+        "freshness": fresh,
         "beat": beat_banner(beat.current_health(now)),
         "config": config,
-        "next_change_in": duration_text((thrifty.next_change_at - now).total_seconds())
-        if thrifty.next_change_at
-        else None,
+        "next_change": next_change(subscription, thrifty, fresh, now),
+        "connections_url": reverse("ladder:connections"),
     }
     return render(request, "ladder/overview.html", context, partials=("ladder-status",))

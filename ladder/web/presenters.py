@@ -3,7 +3,6 @@ summaries and the short texts of durations and numbers (no view, no request)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +23,6 @@ from ladder.core import (
     Exclusion,
     HysteresisState,
     LadderConfig,
-    Reason,
     Rung,
     Staleness,
     connection_rung,
@@ -32,6 +30,8 @@ from ladder.core import (
     reading_staleness,
     rung_for,
 )
+from ladder.core.prose import percent_text
+from ladder.core.why import hysteresis_why
 from ladder.models import Connection, QuotaReading, Webhook
 
 CONNECTIONS_PER_PAGE = 100
@@ -71,6 +71,15 @@ class QuotaBar:
         """The fill width in the bar's 0..100 viewBox."""
         return number_text(round(min(max(self.remaining_percent, 0.0), 100.0), 2))
 
+    @property
+    def text(self) -> str:
+        """The remaining percent for people: one decimal, on the true side of the nearer
+        threshold ("99.6", "4.96" beside a floor of 5)."""
+        nearer = min(
+            (self.exit_cutoff, self.reentry_floor), key=lambda t: abs(self.remaining_percent - t)
+        )
+        return percent_text(self.remaining_percent, beside=nearer)
+
 
 def quota_bar(
     remaining_percent: float | None, status: str, config: LadderConfig
@@ -106,6 +115,7 @@ class ConnectionRow:
     hysteresis_since_ago: str | None
     can_refresh: bool
     entry_label: str | None  # the deciding catalog entry, "provider/auth_type" or "provider/*"
+    hysteresis_why: str  # the stored reason under the current settings (ladder.core.why)
 
 
 STALENESS_TEXT = {
@@ -187,6 +197,9 @@ def connection_row(
         hysteresis_since_ago=duration_text((now - since).total_seconds()) if since else None,
         can_refresh=is_polled(connection.quota_source),
         entry_label=(entry_labels or {}).get(verdict.catalog_entry_id or 0),
+        hysteresis_why=hysteresis_why(
+            connection.hysteresis_state, connection.hysteresis_reason, config, is_current=True
+        ),
     )
 
 
@@ -241,42 +254,6 @@ def connection_table(
 
 
 @dataclass(frozen=True, slots=True)
-class RungSummary:
-    """One rung at a glance: connections usable and excluded in auto/thrifty."""
-
-    rung: Rung
-    usable: int
-    excluded: int
-    reasons: list[tuple[str, int]]
-    budget: services.RungBudget | None
-
-
-def rung_summaries(thrifty: Decision, spend: services.SpendSummary) -> list[RungSummary]:
-    """Per rung: distinct connections usable and excluded, and the commonest reasons."""
-    usable: dict[Rung, set[str]] = {rung: set() for rung in Rung}
-    excluded: dict[Rung, dict[str, Reason]] = {rung: {} for rung in Rung}
-    for entry in thrifty.candidates:
-        usable[entry.rung].update(entry.connection_ids)
-    for exclusion in thrifty.excluded:
-        if exclusion.rung is not None:
-            excluded[exclusion.rung].setdefault(exclusion.connection_id, exclusion.reason)
-    summaries = []
-    for rung in Rung:
-        left_out = {k: v for k, v in excluded[rung].items() if k not in usable[rung]}
-        reasons = Counter(reason.summary for reason in left_out.values()).most_common(3)
-        summaries.append(
-            RungSummary(
-                rung=rung,
-                usable=len(usable[rung]),
-                excluded=len(left_out),
-                reasons=reasons,
-                budget=spend.rungs.get(rung.label),
-            )
-        )
-    return summaries
-
-
-@dataclass(frozen=True, slots=True)
 class Freshness:
     health: services.ReadingHealth
     stale_since: datetime | None
@@ -297,8 +274,9 @@ def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetim
         health=health,
         stale_since=stale_since,
         newest_age=duration_text((now - newest).total_seconds()) if newest else None,
+        # A stale reading's reset is only its last word: no countdown to it.
         next_reset_in=duration_text((health.next_reset_at - now).total_seconds())
-        if health.next_reset_at
+        if health.next_reset_at and stale_since is None
         else None,
     )
 

@@ -69,11 +69,12 @@ def test_catalog_lists_entries_with_the_connections_each_decides(
 ) -> None:
     page = parse(operator.get("/catalog/").content)
 
-    row = _catalog_row(page, _entry("claude", "oauth"))
+    entry = _entry("claude", "oauth")
+    row = _catalog_row(page, entry)
 
-    assert row[:4] == ["claude", "oauth", "subscription", "hard-stop"]
-    assert row[4].startswith("Pro/Max plan windows refuse past the limit until reset History (0)")
-    assert row[5] == "claude-max-1, claude-max-2"
+    assert row[:5] == [str(entry.pk), "claude", "oauth", "subscription", "hard-stop"]
+    assert row[5].startswith("Pro/Max plan windows refuse past the limit until reset History (0)")
+    assert row[6] == "claude-max-1, claude-max-2"
 
 
 def test_catalog_notes_that_uncurated_providers_count_as_metered(
@@ -275,7 +276,8 @@ def test_a_catalog_edit_changes_the_verdict_and_the_pool(demo: None, operator: C
     pools = parse(operator.get("/pools/?auto_id=auto/thrifty").content)
 
     row = connections.find_all(lambda e: e.attrs.get("data-connection") == "openai-key")[0]
-    assert row.by_tag("td")[1].text == "subscription overage hard-stop entry openai/*"
+    entry = _entry("openai")
+    assert row.by_tag("td")[1].text == (f"subscription overage hard-stop entry {entry.pk} openai/*")
     first_rung = pools.by_class("pool-rung")[0]
     assert first_rung.by_class("rung-name")[0].text == "subscription"
     assert [li.text for li in first_rung.by_tag("li")] == [

@@ -386,7 +386,7 @@ def test_budget_exhausted(gateway: str, operator: str) -> None:
         "connection_id": "openai-key",
         "rung": "premium",
         "reason": "budget_exhausted",
-        "detail": "The premium rung spent 10 USD of its 10 USD month budget; the window ends "
+        "detail": "The premium rung spent 10.00 USD of its 10.00 USD month budget; the window ends "
         f"{_utc(window_end)}",
     }
     assert body["next_change_at"] == iso(window_end)

@@ -140,7 +140,7 @@ def test_a_spent_budget_drops_its_rung_until_the_window_ends() -> None:
             "or",
             Rung.PREMIUM,
             Reason.BUDGET_EXHAUSTED,
-            "The premium rung spent 10.25 USD of its 10 USD month budget; "
+            "The premium rung spent 10.25 USD of its 10.00 USD month budget; "
             "the window ends 2026-12-01 00:00:00 UTC",
         ),
     )

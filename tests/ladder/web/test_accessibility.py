@@ -195,7 +195,7 @@ def test_the_chart_lists_its_readings_in_a_table_newest_first(client: Client) ->
         [cell.text for cell in row.by_tag("td")] for row in data.by_tag("tbody")[0].by_tag("tr")
     ] == [
         ["2026-11-29 11:10:00", "80.5 %", "SAFE", "unknown", "push"],
-        ["2026-11-29 08:40:00", "1 %", "SAFE", "unknown", "push"],
-        ["2026-11-29 07:00:00", "40 %", "SAFE", "unknown", "push"],
+        ["2026-11-29 08:40:00", "1.0 %", "SAFE", "unknown", "push"],
+        ["2026-11-29 07:00:00", "40.0 %", "SAFE", "unknown", "push"],
     ]
     assert "The readings are listed in a table below the chart." in page.by_id("chart-desc").text

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 PAGE_QUERIES = {
     "/": 8,  # the beat heartbeat
     "/connections/": 13,  # the published decisions: where each connection stands
-    "/connections/claude-max-1/": 15,  # the same, and the candidates that name it
+    "/connections/claude-max-1/": 16,  # the same, the candidates naming it, settings changes
     "/connections/?state=in-play&rung=subscription&sort=-quota&q=a": 12,  # whole, no count
     "/candidates/": 10,
     "/candidates/?q=claude&page=2": 10,

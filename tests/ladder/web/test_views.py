@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from billing.models import AuditEntry
+from billing.models import AuditEntry, BillingCatalogEntry
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, settings_problems
 from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
 from ladder.services import enqueue
@@ -162,10 +162,11 @@ def test_connections_row_shows_verdict_entry_rung_quota_hysteresis_and_reading(
 
     assert cells == [
         "codex-plus ChatGPT Plus (Codex) codex · oauth",
-        "subscription overage hard-stop entry codex/oauth",
+        "subscription overage hard-stop entry 2 codex/oauth",
         "subscription",
         "3.5 % left resets in 37 min",
-        "dropped out since 3 min ago 1.0 % left, at or below the exit cutoff of 2 %",
+        "dropped out since 3 min ago 1.0 % left, at or below the exit cutoff of 2 %; "
+        "re-entry needs more than 5 %",
         "none",
         "20 s ago via simulated",
     ]
@@ -176,10 +177,11 @@ def test_connections_links_the_catalog_entry_that_decided_the_verdict(
 ) -> None:
     page = parse(viewer.get("/connections/").content)
 
-    links = [a.attrs["href"] for a in _row(page, "groq-key").by_tag("a")]
+    entry = BillingCatalogEntry.objects.get(provider="groq")
+    links = [(a.text, a.attrs["href"]) for a in _row(page, "groq-key").by_tag("a")]
 
-    assert links[1].startswith("/catalog/#entry-")
-    assert "entry groq/*" in _row(page, "groq-key").text
+    assert links[1] == (f"entry {entry.pk}", f"/catalog/#entry-{entry.pk}")
+    assert f"entry {entry.pk} groq/*" in _row(page, "groq-key").text
 
 
 def test_connections_marks_uncurated_cooldown_and_quota_error(demo: None, viewer: Client) -> None:
@@ -332,10 +334,10 @@ def test_detail_chart_plots_the_day_of_readings_and_marks_transitions(viewer: Cl
 
     chart = page.by_class("chart")[0]
     assert [point.by_tag("title")[0].text for point in chart.by_class("chart-point")] == [
-        "07:00:00 UTC: 40 % left (SAFE)",
-        "08:40:00 UTC: 1 % left (SAFE)",
-        "10:20:00 UTC: 3 % left (SAFE)",
-        "11:10:00 UTC: 80 % left (SAFE)",
+        "07:00:00 UTC: 40.0 % left (SAFE)",
+        "08:40:00 UTC: 1.0 % left (SAFE)",
+        "10:20:00 UTC: 3.0 % left (SAFE)",
+        "11:10:00 UTC: 80.0 % left (SAFE)",
     ]
     assert [mark.attrs["class"] for mark in chart.by_class("chart-transition")] == [
         "chart-transition transition-in_play",
