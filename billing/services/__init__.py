@@ -4,6 +4,15 @@ package re-exports the public names, so callers read `services.upsert_price(...)
 
 from __future__ import annotations
 
+from billing.services.aliases import (
+    AliasInput,
+    AliasNotFound,
+    clean_alias_input,
+    delete_alias,
+    load_aliases,
+    provider_id,
+    put_alias,
+)
 from billing.services.audit import (
     catalog_snapshot,
     price_snapshot,
@@ -47,6 +56,13 @@ from billing.services.prices import (
 )
 
 __all__ = [
+    "AliasInput",
+    "AliasNotFound",
+    "clean_alias_input",
+    "delete_alias",
+    "load_aliases",
+    "provider_id",
+    "put_alias",
     "CatalogEntryNotFound",
     "CatalogInput",
     "Conflict",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from billing.classify import NO_AUTH, Billing, Catalog, Overage
+from billing.classify import NO_AUTH, Billing, Catalog, Overage, normalise_provider
 from billing.models import (
     AUTH_TYPE_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
@@ -16,6 +16,7 @@ from billing.models import (
     BillingCatalogEntry,
     ChangeCounter,
 )
+from billing.services.aliases import load_aliases
 from billing.services.audit import catalog_snapshot, record_audit
 from billing.services.common import CatalogEntryNotFound, Conflict, _clean_text
 from billing.services.counters import bump
@@ -38,15 +39,18 @@ class CatalogInput:
 
 
 def load_catalog() -> Catalog:
-    """The whole curated catalog, indexed for classification (one query)."""
-    return Catalog(entry.as_row() for entry in BillingCatalogEntry.objects.all())
+    """The whole curated catalog, indexed for classification, with the provider aliases
+    (two queries)."""
+    return Catalog((entry.as_row() for entry in BillingCatalogEntry.objects.all()), load_aliases())
 
 
 def clean_catalog_input(data: CatalogInput) -> CatalogInput:
     """Normalise and validate a catalog write; raises ValidationError naming each field."""
     errors: dict[str, list[str]] = {}
     provider = _clean_text(data.provider, "provider", PROVIDER_MAX_LENGTH, errors)
-    auth_type = data.auth_type.strip() if data.auth_type is not None else None
+    if provider:
+        provider = normalise_provider(provider, load_aliases())
+    auth_type = data.auth_type.strip().lower() if data.auth_type is not None else None
     if auth_type == "":
         auth_type = None
     if auth_type is not None:

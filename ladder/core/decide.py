@@ -18,7 +18,7 @@ from billing.tiers import Tier
 from ladder.core.auto_ids import AutoId
 from ladder.core.budgets import budget_cause
 from ladder.core.prose import catalog_entry_text, duration_text, instant_text
-from ladder.core.quota import quota_cause_within
+from ladder.core.quota import quota_cause_within, refresh_expected_at
 from ladder.core.types import (
     NEVER_READ,
     UNVERIFIED_QUOTA_REASONS,
@@ -277,10 +277,18 @@ def decide(
                 continue
             rung = _RUNG_OF[number]
             if pinned is not None:
-                entry = DecidedCandidate(candidate.id, provider, model, rung, pinned, None)
+                entry = DecidedCandidate(
+                    candidate.id, provider, model, rung, pinned, None, candidate.ref
+                )
             else:
                 entry = DecidedCandidate(
-                    candidate.id, provider, model, rung, None, tuple(connections_passed)
+                    candidate.id,
+                    provider,
+                    model,
+                    rung,
+                    None,
+                    tuple(connections_passed),
+                    candidate.ref,
                 )
             buckets[number].append(entry)
 
@@ -328,6 +336,10 @@ def inputs_valid_until(
             instants.append(reading.checked_at + max_age + timedelta(microseconds=1))
             if reading.reset_at is not None:
                 instants.append(reading.reset_at)
+            # Not current: its exclusion's `next_change_at` moves at the next beat tick.
+            expected = refresh_expected_at(reading, config, now, max_age)
+            if expected is not None:
+                instants.append(expected)
     if config.cheap_budget_usd is not None or config.premium_budget_usd is not None:
         instants.extend(rung_spend.window_end for rung_spend in spend.values())
     future = [instant for instant in instants if instant > now]
