@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -222,6 +222,7 @@ def _compute(
     config_version = key[-2]
     snapshot = current_snapshot(config_version)
     config = snapshot.config
+    candidates = normalised_candidates(candidates, snapshot.catalog)
     views = load_views(referenced_connections(candidates), snapshot.catalog)
     has_budget = config.cheap_budget_usd is not None or config.premium_budget_usd is not None
     # Without a budget no paid rung is gated: the spend query is skipped.
@@ -237,12 +238,27 @@ def _compute(
     return decision
 
 
+def normalised_candidates(
+    candidates: Sequence[CandidateIn], catalog: Catalog
+) -> Sequence[CandidateIn]:
+    """The candidates with their provider ids normalised (trimmed, lower-cased, aliases
+    mapped) by the snapshot's alias map: no query, and no copy when all are canonical."""
+    provider_id = catalog.provider_id
+    if all(provider_id(c.provider) == c.provider for c in candidates):
+        return candidates
+    return [
+        c if provider_id(c.provider) == c.provider else replace(c, provider=provider_id(c.provider))
+        for c in candidates
+    ]
+
+
 def as_input_bytes(candidates: Sequence[CandidateIn]) -> int:
     """About the length of the JSON body these candidates would come in: what their
     strings cost a cached decision (see DECISION_BYTES_PER_INPUT_BYTE)."""
     total = 0
     for c in candidates:
         total += len(c.provider) + len(c.model) + len(c.connection_id or "") + 20
+        total += len(c.ref or "")
         total += sum(len(x) + 3 for x in c.allowed_connection_ids or ())
     return total
 
