@@ -113,6 +113,15 @@ from ladder.services.spend import (
     validate_occurred_at,
 )
 from ladder.services.spend_batch import MAX_SPEND_BATCH, SpendBatch, record_spend_batch
+from ladder.services.spend_ledger import (
+    SPEND_DEFAULT_LIMIT,
+    SPEND_MAX_LIMIT,
+    SpendFilters,
+    SpendPage,
+    decode_spend_cursor,
+    spend_csv_rows,
+    spend_page,
+)
 from ladder.services.spend_totals import add_to_totals, rebuild_spend_totals
 
 __all__ = [
@@ -146,7 +155,14 @@ __all__ = [
     "Snapshot",
     "SpendBatch",
     "SpendInput",
+    "SPEND_DEFAULT_LIMIT",
+    "SPEND_MAX_LIMIT",
+    "SpendFilters",
+    "SpendPage",
     "SpendSummary",
+    "decode_spend_cursor",
+    "spend_csv_rows",
+    "spend_page",
     "StoredReading",
     "UnknownCategory",
     "adapter_url",
