@@ -16,7 +16,6 @@ SEED = (
     ("anthropic", "claude"),
     ("github_copilot", "copilot"),
     ("chatgpt", "codex"),
-    ("openai", "codex"),
 )
 
 

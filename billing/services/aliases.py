@@ -77,9 +77,12 @@ def clean_alias_input(data: AliasInput) -> AliasInput:
 def put_alias(data: AliasInput, *, actor: str) -> tuple[ProviderAlias, bool]:
     """Create or replace an alias with its audit row; (row, created). Conflict when the
     alias is itself a provider with catalog entries (it would hide them)."""
+    name = data.alias.strip().lower()
+    if BillingCatalogEntry.objects.filter(provider=name).exists():
+        raise Conflict(f"{name!r} is a provider with catalog entries: it cannot be an alias.")
     data = clean_alias_input(data)
     with transaction.atomic():
-        if BillingCatalogEntry.objects.filter(provider=data.alias).exists():
+        if BillingCatalogEntry.objects.filter(provider=data.alias).exists():  # meanwhile
             raise Conflict(
                 f"{data.alias!r} is a provider with catalog entries: it cannot be an alias."
             )
