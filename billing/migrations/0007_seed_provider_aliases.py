@@ -2,12 +2,13 @@
 
 Only for a provider the catalog holds when this runs, and never for a name that is
 itself a provider with catalog entries (docs/GATEWAYS.md, "Provider aliases and
-normalisation", has the table and why `gemini` is left out). Each seeded alias gets an
-audit row, and the config counter moves so warm processes load the map."""
+normalisation", has the table and why `openai` and `gemini` are left out). Like the
+curated catalog's seed (0002) it writes no audit rows: the audit trail records what
+people and tokens changed; `updated_by` names this migration. The config counter moves
+so warm processes load the map."""
 
 from django.db import migrations
 from django.db.models import F
-from django.utils import timezone
 
 ACTOR = "migration billing.0007"
 
@@ -22,29 +23,18 @@ SEED = (
 def seed(apps, schema_editor):
     alias_model = apps.get_model("billing", "ProviderAlias")
     entry_model = apps.get_model("billing", "BillingCatalogEntry")
-    audit_model = apps.get_model("billing", "AuditEntry")
     counter_model = apps.get_model("billing", "ChangeCounter")
     providers = set(entry_model.objects.values_list("provider", flat=True))
-    now = timezone.now()
     seeded = 0
     for alias, provider in SEED:
         if provider not in providers or alias in providers:
             continue
-        row, created = alias_model.objects.get_or_create(
+        _, created = alias_model.objects.get_or_create(
             alias=alias, defaults={"provider": provider, "updated_by": ACTOR}
         )
         if not created:
             continue
         seeded += 1
-        audit_model.objects.create(
-            target_type="provider_alias",
-            target_id=alias,
-            action="create",
-            actor=ACTOR,
-            at=now,
-            before=None,
-            after={"alias": alias, "provider": provider},
-        )
     if seeded:
         counter_model.objects.filter(name="config").update(value=F("value") + 1)
 

@@ -19,6 +19,7 @@ from billing.models import (
     AuditEntry,
     ChangeCounter,
     ModelPrice,
+    ProviderAlias,
 )
 from billing.price_import import (
     ParsedPriceFile,
@@ -168,7 +169,12 @@ def price_page(
             Q(provider__lt=before[0]) | Q(provider=before[0], model__lt=before[1])
         )
     if provider is not None:
-        prices = prices.filter(provider=normalise_provider(provider, load_aliases()))
+        # Normalised in the same query: the name itself, or the provider it is an alias of.
+        name = provider.strip().lower()
+        prices = prices.filter(
+            Q(provider=name)
+            | Q(provider__in=ProviderAlias.objects.filter(alias=name).values("provider"))
+        )
     if query:
         prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
     if needs_review is not None:

@@ -300,7 +300,9 @@ def decide(
         candidates=tuple(entry for bucket in buckets for entry in bucket),
         excluded=tuple(excluded),
         next_change_at=next_change_at,
-        valid_until=inputs_valid_until(connections.values(), spend, config, now),
+        valid_until=inputs_valid_until(
+            connections.values(), spend, config, now, refresh_ticks=grouping == _SUBSCRIPTION
+        ),
     )
 
 
@@ -321,10 +323,15 @@ def inputs_valid_until(
     spend: Mapping[Rung, RungSpend],
     config: LadderConfig,
     now: datetime,
+    *,
+    refresh_ticks: bool = True,
 ) -> datetime | None:
     """The earliest future instant at which a decision over these inputs can change on
     its own (a reading going stale, a reset, a cooldown ending, a budget window ending);
-    None when nothing in them is time-dependent. Writes invalidate separately."""
+    None when nothing in them is time-dependent. Writes invalidate separately.
+    `refresh_ticks`: also the instant a reading that is not current moves its
+    exclusion's `next_change_at` (`refresh_expected_at`); only `auto/subscription`
+    excludes such readings, so a thrifty decision passes False."""
     max_age = timedelta(seconds=config.max_state_age_seconds)
     instants: list[datetime] = []
     for view in connections:
@@ -337,9 +344,10 @@ def inputs_valid_until(
             if reading.reset_at is not None:
                 instants.append(reading.reset_at)
             # Not current: its exclusion's `next_change_at` moves at the next beat tick.
-            expected = refresh_expected_at(reading, config, now, max_age)
-            if expected is not None:
-                instants.append(expected)
+            if refresh_ticks:
+                expected = refresh_expected_at(reading, config, now, max_age)
+                if expected is not None:
+                    instants.append(expected)
     if config.cheap_budget_usd is not None or config.premium_budget_usd is not None:
         instants.extend(rung_spend.window_end for rung_spend in spend.values())
     future = [instant for instant in instants if instant > now]

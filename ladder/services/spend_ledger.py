@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from django.db.models import Q, QuerySet
 
-from billing import services as billing_services
+from billing.models import ProviderAlias
 from ladder.models import SpendEntry
 
 SPEND_DEFAULT_LIMIT = 100
@@ -72,7 +72,11 @@ def _filtered(filters: SpendFilters) -> QuerySet[SpendEntry]:
     if filters.model is not None:
         rows = rows.filter(model=filters.model)
     if filters.provider is not None:
-        rows = rows.filter(provider=billing_services.provider_id(filters.provider))
+        name = filters.provider.strip().lower()
+        rows = rows.filter(
+            Q(provider=name)
+            | Q(provider__in=ProviderAlias.objects.filter(alias=name).values("provider"))
+        )
     return rows.order_by("-occurred_at", "-id")
 
 

@@ -541,6 +541,7 @@ def test_post_candidate_registers_it_with_201(gateway: str) -> None:
         "priority": -3,
         "connection_id": None,
         "allowed_connection_ids": ["claude-max-1", "claude-max-2"],
+        "ref": None,
     }
 
 
@@ -561,6 +562,7 @@ def test_post_candidate_defaults_categories_and_priority(gateway: str) -> None:
         "priority": 0,
         "connection_id": "openai-key",
         "allowed_connection_ids": None,
+        "ref": None,
     }
 
 
@@ -643,6 +645,7 @@ def test_list_candidates_orders_by_priority_then_id(gateway: str) -> None:
         "priority": 1,
         "connection_id": "k",
         "allowed_connection_ids": None,
+        "ref": None,
     }
 
 
@@ -665,6 +668,7 @@ def test_put_candidate_replaces_its_fields(gateway: str) -> None:
         "priority": 0,
         "connection_id": None,
         "allowed_connection_ids": ["a", "b"],
+        "ref": None,
     }
     assert candidate_rows() == [("claude", "claude-opus", [], 0, None, ["a", "b"])]
 
@@ -1384,6 +1388,8 @@ def test_post_spend_records_it_with_the_rung_it_landed_on(gateway: str) -> None:
         "output_tokens": None,
         "occurred_at": iso(occurred_at),
         "rung": "cheap",
+        "billed_usd": 0.25,
+        "list_price_usd": 0.25,
     }
     entry = SpendEntry.objects.get()
     assert (entry.cost_usd, entry.is_cost_computed, entry.rung) == (
@@ -1495,6 +1501,7 @@ def test_spend_summary_reports_each_paid_rung_against_its_budget(
             "cheap": {"spent_usd": 1.5, "budget_usd": 1.5, "exhausted": True},
             "premium": {"spent_usd": 0.0, "budget_usd": None, "exhausted": False},
         },
+        "saved_usd": 0.0,
     }
 
 
