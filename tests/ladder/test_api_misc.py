@@ -1701,3 +1701,39 @@ def test_a_disallowed_host_on_a_dashboard_path_stays_an_html_400() -> None:
 
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_candidate_keeps_its_ref_and_every_pool_entry_echoes_it() -> None:
+    gateway = make_token("gw-ref", ApiToken.Scope.GATEWAY)
+    make_connection("claude-max-1")
+    created = api(
+        "post",
+        "/api/v1/candidates",
+        gateway,
+        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "dep/α-1"},
+    )
+    assert created.status_code == 201
+    assert created.json()["ref"] == "dep/α-1"
+    pool = api("get", "/api/v1/pools/auto/thrifty", gateway).json()
+    assert [(c["id"], c["ref"]) for c in pool["candidates"]] == [(created.json()["id"], "dep/α-1")]
+    too_long = api(
+        "post",
+        "/api/v1/candidates",
+        gateway,
+        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "x" * 257},
+    )
+    assert too_long.status_code == 422
+    assert Candidate.objects.count() == 1
+
+
+def test_the_ref_is_part_of_a_posted_pools_tag() -> None:
+    gateway = make_token("gw-ref", ApiToken.Scope.GATEWAY)
+    make_connection("claude-max-1")
+
+    def post(ref: str | None) -> Any:
+        body = {"candidates": [{"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": ref}]}
+        return api("post", "/api/v1/pools/auto/thrifty", gateway, body)
+
+    a, a_again, b = post("a"), post("a"), post("b")
+    assert a["ETag"] == a_again["ETag"] != b["ETag"]
+    assert b.json()["candidates"][0]["ref"] == "b"

@@ -186,3 +186,29 @@ def test_the_csv_export_is_exact(ledger: list[SpendEntry]) -> None:
 
 def test_the_ledger_needs_a_gateway_token() -> None:
     assert api("get", "/api/v1/spend").status_code == 401
+
+
+def test_the_migration_backfills_billed_and_list_prices(ledger: list[SpendEntry]) -> None:
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("ladder.migrations.0010_candidate_ref_spend_prices")
+    # The ledger as it stood before 0010: both new columns 0.
+    SpendEntry.objects.update(billed_usd=Decimal(0), list_price_usd=Decimal(0))
+    SpendDayTotal.objects.update(list_price_usd=Decimal(0))
+
+    migration.backfill(apps, None)
+
+    assert list(
+        SpendEntry.objects.order_by("request_id").values_list(
+            "request_id", "billed_usd", "list_price_usd"
+        )
+    ) == [
+        ("=r5", Decimal("0"), Decimal("0.3")),  # computed on a plan rung: its cost
+        ("r1", Decimal("0"), Decimal("4.5")),
+        ("r2", Decimal("0"), Decimal("0.6")),  # 0 sent: the tokens at today's prices
+        ("r3", Decimal("0.25"), Decimal("0.25")),
+        ("r4", Decimal("0.75"), Decimal("0.75")),
+    ]
+    assert services.spend_summary(now=NOW).saved_usd == Decimal("5.4")
