@@ -19,7 +19,9 @@ router = Router(tags=["catalog and prices"])
 class AliasIn(WriteSchema):
     provider: ProviderStr
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"provider": "claude"}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"provider": "claude"}]}
+    )
 
 
 class AliasOut(Schema):

@@ -98,7 +98,9 @@ class Catalog:
 
     __slots__ = ("_by_auth", "_provider_wide", "aliases")
 
-    def __init__(self, rows: Iterable[CatalogRow], aliases: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, rows: Iterable[CatalogRow], aliases: Mapping[str, str] | None = None
+    ) -> None:
         self.aliases: Mapping[str, str] = dict(aliases or {})
         self._by_auth: dict[tuple[str, str], CatalogRow] = {}
         self._provider_wide: dict[str, CatalogRow] = {}

@@ -17,8 +17,8 @@ from billing.schemas import ModelStr, ProviderStr
 from ladder import services
 from ladder.api import router
 from ladder.schemas import ConnectionIdStr, RungLiteral, SpendOut, UtcDatetime
-from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
 from omniroute_admin.auth import gateway_auth
+from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
 
 
 class SpendQuery(Schema):

@@ -4,25 +4,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0005_price_source_and_review'),
+        ("billing", "0005_price_source_and_review"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProviderAlias',
+            name="ProviderAlias",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('alias', models.CharField(max_length=64, unique=True)),
-                ('provider', models.CharField(max_length=64)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('updated_by', models.CharField(blank=True, max_length=150, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("alias", models.CharField(max_length=64, unique=True)),
+                ("provider", models.CharField(max_length=64)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("updated_by", models.CharField(blank=True, max_length=150, null=True)),
             ],
             options={
-                'verbose_name_plural': 'provider aliases',
-                'ordering': ('alias',),
-                'constraints': [models.CheckConstraint(condition=models.Q(('alias', ''), _negated=True), name='alias_not_empty'), models.CheckConstraint(condition=models.Q(('provider', ''), _negated=True), name='alias_provider_not_empty'), models.CheckConstraint(condition=models.Q(('alias', models.F('provider')), _negated=True), name='alias_not_its_provider')],
+                "verbose_name_plural": "provider aliases",
+                "ordering": ("alias",),
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("alias", ""), _negated=True), name="alias_not_empty"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("provider", ""), _negated=True),
+                        name="alias_provider_not_empty",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("alias", models.F("provider")), _negated=True),
+                        name="alias_not_its_provider",
+                    ),
+                ],
             },
         ),
     ]

@@ -58,7 +58,9 @@ def load_catalog() -> Catalog:
                 alias_map[provider] = auth_type
                 continue
             rows.append(
-                CatalogRow(entry_id, provider, auth_type, Billing(billing), Overage(overage), reason)
+                CatalogRow(
+                    entry_id, provider, auth_type, Billing(billing), Overage(overage), reason
+                )
             )
     return Catalog(rows, alias_map)
 

@@ -13,6 +13,7 @@ from django.db.models import Case, CharField, F, Q, Value, When
 from django.utils import timezone
 
 from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
+from billing.classify import normalise_provider
 from billing.models import (
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
@@ -27,7 +28,6 @@ from billing.price_import import (
     decode_price_file,
     parse_price_file,
 )
-from billing.classify import normalise_provider
 from billing.services.aliases import load_aliases
 from billing.services.audit import price_snapshot, record_audit
 from billing.services.common import PriceNotFound, _clean_text

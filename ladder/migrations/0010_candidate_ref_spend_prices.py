@@ -69,36 +69,35 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ladder', '0008_spend_day_totals'),
-        ('billing', '0007_seed_provider_aliases'),
+        ("ladder", "0008_spend_day_totals"),
+        ("billing", "0007_seed_provider_aliases"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='candidate',
-            name='ref',
+            model_name="candidate",
+            name="ref",
             field=models.CharField(blank=True, max_length=256, null=True),
         ),
         migrations.AddField(
-            model_name='spenddaytotal',
-            name='list_price_usd',
-            field=models.DecimalField(decimal_places=8, default=Decimal('0'), max_digits=24),
+            model_name="spenddaytotal",
+            name="list_price_usd",
+            field=models.DecimalField(decimal_places=8, default=Decimal("0"), max_digits=24),
         ),
         migrations.AddField(
-            model_name='spendentry',
-            name='billed_usd',
-            field=models.DecimalField(decimal_places=8, default=Decimal('0'), max_digits=16),
+            model_name="spendentry",
+            name="billed_usd",
+            field=models.DecimalField(decimal_places=8, default=Decimal("0"), max_digits=16),
         ),
         migrations.AddField(
-            model_name='spendentry',
-            name='list_price_usd',
-            field=models.DecimalField(decimal_places=8, default=Decimal('0'), max_digits=16),
+            model_name="spendentry",
+            name="list_price_usd",
+            field=models.DecimalField(decimal_places=8, default=Decimal("0"), max_digits=16),
         ),
         migrations.AddIndex(
-            model_name='spendentry',
-            index=models.Index(fields=['occurred_at', 'id'], name='spend_occurred_id'),
+            model_name="spendentry",
+            index=models.Index(fields=["occurred_at", "id"], name="spend_occurred_id"),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]

@@ -115,6 +115,8 @@ class CandidateInput:
     connection_id: str | None = None
     allowed_connection_ids: tuple[str, ...] | None = None
     ref: str | None = None
+    # True: keep the stored `ref` (the dashboard's form has none to send).
+    keeps_ref: bool = False
 
 
 def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] | None) -> None:
@@ -172,7 +174,8 @@ def save_candidate(
         candidate.allowed_connection_ids = (
             list(data.allowed_connection_ids) if data.allowed_connection_ids else None
         )
-        candidate.ref = data.ref or None
+        if not data.keeps_ref:
+            candidate.ref = data.ref or None
         candidate.save()
         billing_services.bump(ChangeCounter.STATE)
         if actor is not None:

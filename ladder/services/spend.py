@@ -21,13 +21,17 @@ from ladder import core
 from ladder.core import LadderConfig, Rung, RungSpend
 from ladder.models import Connection, SpendEntry
 from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_ids
+from ladder.services.config import load_config
+from ladder.services.decisions import Snapshot, current_snapshot
+from ladder.services.spend_totals import (
+    add_to_totals,
+    spend_by_rung,
+    window_days,
+    window_spend_and_saved,
+)
 
 # The plan-included rungs: nothing is billed there, and their list price is "saved".
 PLAN_RUNGS = frozenset((Rung.SUBSCRIPTION, Rung.KEYLESS))
-from ladder.services.config import load_config
-from ladder.services.decisions import Snapshot, current_snapshot
-from ladder.services.loading import spend_in_window
-from ladder.services.spend_totals import add_to_totals, saved_in_window, window_days
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +209,10 @@ def spend_summary(*, now: datetime | None = None) -> SpendSummary:
     plans saved in it (both from the day totals: O(days), never a ledger scan)."""
     now = now or timezone.now()
     config = load_config()
-    summary = summarise_spend(config, spend_in_window(config, now), now)
-    return dataclasses.replace(summary, saved_usd=saved_in_window(*window_days(config, now)))
+    spent, saved = window_spend_and_saved(*window_days(config, now))
+    _, end = core.budget_window_bounds(config.budget_window, now)
+    summary = summarise_spend(config, spend_by_rung(spent, end), now)
+    return dataclasses.replace(summary, saved_usd=saved)
 
 
 def summarise_spend(

@@ -163,13 +163,29 @@ def rebuild_spend_totals() -> int:
     return len(totals)
 
 
-def saved_in_window(first: date, end: date) -> Decimal:
-    """The list price of the traffic the plan-included rungs (subscription, keyless)
-    served over the days [first, end), from the totals (one query)."""
-    total = SpendDayTotal.objects.filter(
-        rung__in=[Rung.SUBSCRIPTION.label, Rung.KEYLESS.label], day__gte=first, day__lt=end
-    ).aggregate(saved=Sum("list_price_usd"))["saved"]
-    return total or Decimal(0)
+PLAN_LABELS = (Rung.SUBSCRIPTION.label, Rung.KEYLESS.label)
+
+
+def window_spend_and_saved(first: date, end: date) -> tuple[dict[str, Decimal], Decimal]:
+    """Over the days [first, end), from the totals in one query: the spend of each paid
+    rung, and the list price of the traffic the plan-included rungs (subscription,
+    keyless) served (what the plans saved)."""
+    labels = [rung.label for rung in PAID_RUNGS]
+    rows = (
+        SpendDayTotal.objects.filter(rung__in=[*labels, *PLAN_LABELS], day__gte=first, day__lt=end)
+        .order_by()
+        .values("rung")
+        .annotate(total=Sum("spent_usd"), listed=Sum("list_price_usd"))
+        .values_list("rung", "total", "listed")
+    )
+    spent: dict[str, Decimal] = {}
+    saved = Decimal(0)
+    for rung, total, listed in rows:
+        if rung in PLAN_LABELS:
+            saved += listed or Decimal(0)
+        else:
+            spent[rung] = total or Decimal(0)
+    return spent, saved
 
 
 def spend_by_rung(spend: dict[str, Decimal], window_end: datetime) -> dict[Rung, core.RungSpend]:

@@ -54,9 +54,7 @@ def test_normalise_trims_lowercases_and_maps_one_level() -> None:
 
 def test_put_alias_audits_and_moves_the_config_counter() -> None:
     before = config_version()
-    row, created = services.put_alias(
-        services.AliasInput(" Mistral_AI ", "Mistral"), actor="ops"
-    )
+    row, created = services.put_alias(services.AliasInput(" Mistral_AI ", "Mistral"), actor="ops")
     assert (row.alias, row.provider, created) == ("mistral_ai", "mistral", True)
     assert config_version() == before + 1
     audit = AuditEntry.objects.filter(target_type="provider_alias", target_id="mistral_ai").get()
@@ -129,10 +127,14 @@ def test_the_endpoints_read_with_gateway_scope_and_write_with_operator_scope() -
         {"alias": "chatgpt", "provider": "codex"},
         {"alias": "github_copilot", "provider": "copilot"},
     ]
-    assert api("put", "/api/v1/provider-aliases/gemini", gateway, {"provider": "x"}).status_code == 403
+    assert (
+        api("put", "/api/v1/provider-aliases/gemini", gateway, {"provider": "x"}).status_code == 403
+    )
     put = api("put", "/api/v1/provider-aliases/Gemini", operator, {"provider": " Antigravity "})
     assert (put.status_code, put.json()) == (200, {"alias": "gemini", "provider": "antigravity"})
-    assert AuditEntry.objects.get(target_type="provider_alias", target_id="gemini").actor == "token:op"
+    assert (
+        AuditEntry.objects.get(target_type="provider_alias", target_id="gemini").actor == "token:op"
+    )
     conflict = api("put", "/api/v1/provider-aliases/copilot", operator, {"provider": "x"})
     assert conflict.status_code == 409
     assert conflict.json() == {
@@ -229,13 +231,16 @@ def test_a_pool_post_body_is_normalised_with_no_extra_query(
     django_assert_num_queries: Any,
 ) -> None:
     make_connection("plan-a")
-    ladder_services.store_reading(
-        "plan-a", ladder_services.ReadingInput(remaining_percent=80.0)
-    )
+    ladder_services.store_reading("plan-a", ladder_services.ReadingInput(remaining_percent=80.0))
     gateway = make_token("gw", ApiToken.Scope.GATEWAY)
     body = {
         "candidates": [
-            {"provider": " Anthropic", "model": "claude-sonnet-4-5", "connection_id": "plan-a", "ref": "dep-1"}
+            {
+                "provider": " Anthropic",
+                "model": "claude-sonnet-4-5",
+                "connection_id": "plan-a",
+                "ref": "dep-1",
+            }
         ]
     }
     answer = api("post", "/api/v1/pools/auto/subscription", gateway, body)
@@ -275,7 +280,9 @@ def test_import_maps_litellm_providers_through_the_aliases_and_map_is_a_fallback
         "anthropic=ignored",  # the alias wins: --map is the fallback
         stdout=StringIO(),
     )
-    assert list(ModelPrice.objects.order_by("provider", "model").values_list("provider", "model")) == [
+    assert list(
+        ModelPrice.objects.order_by("provider", "model").values_list("provider", "model")
+    ) == [
         ("claude", "claude-sonnet-4-5"),
         ("my-mistral", "mistral-small"),
         ("openai", "gpt-4o"),

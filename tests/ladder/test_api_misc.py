@@ -1710,12 +1710,12 @@ def test_a_candidate_keeps_its_ref_and_every_pool_entry_echoes_it() -> None:
         "post",
         "/api/v1/candidates",
         gateway,
-        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "dep/α-1"},
+        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "dep/é-1"},
     )
     assert created.status_code == 201
-    assert created.json()["ref"] == "dep/α-1"
+    assert created.json()["ref"] == "dep/é-1"
     pool = api("get", "/api/v1/pools/auto/thrifty", gateway).json()
-    assert [(c["id"], c["ref"]) for c in pool["candidates"]] == [(created.json()["id"], "dep/α-1")]
+    assert [(c["id"], c["ref"]) for c in pool["candidates"]] == [(created.json()["id"], "dep/é-1")]
     too_long = api(
         "post",
         "/api/v1/candidates",
@@ -1731,9 +1731,31 @@ def test_the_ref_is_part_of_a_posted_pools_tag() -> None:
     make_connection("claude-max-1")
 
     def post(ref: str | None) -> Any:
-        body = {"candidates": [{"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": ref}]}
+        body = {
+            "candidates": [
+                {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": ref}
+            ]
+        }
         return api("post", "/api/v1/pools/auto/thrifty", gateway, body)
 
     a, a_again, b = post("a"), post("a"), post("b")
     assert a["ETag"] == a_again["ETag"] != b["ETag"]
     assert b.json()["candidates"][0]["ref"] == "b"
+
+
+def test_a_dashboard_edit_keeps_the_ref_the_gateway_set() -> None:
+    make_connection("claude-max-1")
+    candidate = ladder_services.save_candidate(
+        ladder_services.CandidateInput("claude", "m", connection_id="claude-max-1", ref="dep-1")
+    )
+    ladder_services.save_candidate(
+        ladder_services.CandidateInput(
+            "claude", "m2", connection_id="claude-max-1", keeps_ref=True
+        ),
+        candidate.pk,
+    )
+    assert Candidate.objects.get().ref == "dep-1"
+    ladder_services.save_candidate(
+        ladder_services.CandidateInput("claude", "m2", connection_id="claude-max-1"), candidate.pk
+    )
+    assert Candidate.objects.get().ref is None
