@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -242,12 +242,26 @@ def normalised_candidates(
     candidates: Sequence[CandidateIn], catalog: Catalog
 ) -> Sequence[CandidateIn]:
     """The candidates with their provider ids normalised (trimmed, lower-cased, aliases
-    mapped) by the snapshot's alias map: no query, and no copy when all are canonical."""
-    provider_id = catalog.provider_id
-    if all(provider_id(c.provider) == c.provider for c in candidates):
+    mapped) by the snapshot's alias map: no query, each distinct spelling normalised
+    once, and no copy when all are canonical (only on a cache miss)."""
+    memo: dict[str, str] = {}
+    for c in candidates:
+        if c.provider not in memo:
+            memo[c.provider] = catalog.provider_id(c.provider)
+    if all(spelling == canonical for spelling, canonical in memo.items()):
         return candidates
     return [
-        c if provider_id(c.provider) == c.provider else replace(c, provider=provider_id(c.provider))
+        c
+        if memo[c.provider] == c.provider
+        else CandidateIn(
+            c.id,
+            memo[c.provider],
+            c.model,
+            c.categories,
+            c.connection_id,
+            c.allowed_connection_ids,
+            c.ref,
+        )
         for c in candidates
     ]
 
