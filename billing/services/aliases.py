@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from billing.bounds import text_problem
 from billing.classify import normalise_provider
 from billing.models import (
     PROVIDER_MAX_LENGTH,
@@ -47,45 +48,54 @@ def _snapshot(row: ProviderAlias) -> dict[str, str]:
     return {"alias": row.alias, "provider": row.provider}
 
 
-def clean_alias_input(data: AliasInput) -> AliasInput:
-    """Trimmed, lower-cased and checked; ValidationError naming each field. The target
-    must be a provider, not another alias (one level, no chains)."""
+def _clean_names(data: AliasInput) -> AliasInput:
+    """Both names trimmed, lower-cased and checked as text; ValidationError otherwise."""
     errors: dict[str, list[str]] = {}
     alias = _clean_text(data.alias, "alias", PROVIDER_MAX_LENGTH, errors).lower()
     provider = _clean_text(data.provider, "provider", PROVIDER_MAX_LENGTH, errors).lower()
-    if not errors:
-        if alias == provider:
-            errors["provider"] = ["An alias cannot name itself."]
-        else:
-            aliases = load_aliases()
-            if provider in aliases:
-                errors["provider"] = [
-                    f"{provider!r} is itself an alias (of {aliases[provider]!r}): "
-                    "name the provider."
-                ]
-            pointing = sorted(a for a, p in aliases.items() if p == alias)
-            if pointing:
-                errors["alias"] = [
-                    f"{alias!r} is the provider of the aliases {', '.join(pointing)}: "
-                    "an alias of it would chain them."
-                ]
     if errors:
         raise ValidationError(errors)
     return AliasInput(alias, provider)
 
 
+def clean_alias_input(data: AliasInput) -> AliasInput:
+    """Trimmed, lower-cased and checked; ValidationError naming each field. The target
+    must be a provider, not another alias (one level, no chains)."""
+    data = _clean_names(data)
+    alias, provider = data.alias, data.provider
+    errors: dict[str, list[str]] = {}
+    if alias == provider:
+        errors["provider"] = ["An alias cannot name itself."]
+    else:
+        aliases = load_aliases()
+        if provider in aliases:
+            errors["provider"] = [
+                f"{provider!r} is itself an alias (of {aliases[provider]!r}): name the provider."
+            ]
+        pointing = sorted(a for a, p in aliases.items() if p == alias)
+        if pointing:
+            errors["alias"] = [
+                f"{alias!r} is the provider of the aliases {', '.join(pointing)}: "
+                "an alias of it would chain them."
+            ]
+    if errors:
+        raise ValidationError(errors)
+    return data
+
+
+def _refuse_catalog_provider(alias: str) -> None:
+    if BillingCatalogEntry.objects.filter(provider=alias).exists():
+        raise Conflict(f"{alias!r} is a provider with catalog entries: it cannot be an alias.")
+
+
 def put_alias(data: AliasInput, *, actor: str) -> tuple[ProviderAlias, bool]:
     """Create or replace an alias with its audit row; (row, created). Conflict when the
-    alias is itself a provider with catalog entries (it would hide them)."""
-    name = data.alias.strip().lower()
-    if BillingCatalogEntry.objects.filter(provider=name).exists():
-        raise Conflict(f"{name!r} is a provider with catalog entries: it cannot be an alias.")
+    alias is itself a provider with catalog entries (it would hide them): checked after
+    the text, before the rules between aliases."""
+    _refuse_catalog_provider(_clean_names(data).alias)
     data = clean_alias_input(data)
     with transaction.atomic():
-        if BillingCatalogEntry.objects.filter(provider=data.alias).exists():  # meanwhile
-            raise Conflict(
-                f"{data.alias!r} is a provider with catalog entries: it cannot be an alias."
-            )
+        _refuse_catalog_provider(data.alias)  # written meanwhile
         row = ProviderAlias.objects.select_for_update().filter(alias=data.alias).first()
         created = row is None
         before = None if row is None else _snapshot(row)
@@ -113,8 +123,11 @@ def put_alias(data: AliasInput, *, actor: str) -> tuple[ProviderAlias, bool]:
 
 
 def delete_alias(alias: str, *, actor: str) -> None:
-    """Delete an alias with its audit row; AliasNotFound when there is none."""
+    """Delete an alias with its audit row; AliasNotFound when there is none (or when
+    the name could not be one)."""
     name = alias.strip().lower()
+    if text_problem(name, PROVIDER_MAX_LENGTH) is not None:
+        raise AliasNotFound(f"No provider alias {name!r}.")
     with transaction.atomic():
         row = ProviderAlias.objects.select_for_update().filter(alias=name).first()
         if row is None:
