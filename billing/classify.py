@@ -6,7 +6,7 @@ provider; curating a new provider is a data change, never a code change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -79,12 +79,29 @@ UNCURATED_VERDICT = BillingVerdict(
 )
 
 
+def normalise_auth_type(auth_type: str) -> str:
+    """An auth type as stored and looked up: trimmed, lower-cased."""
+    return auth_type.strip().lower()
+
+
+def normalise_provider(provider: str, aliases: Mapping[str, str]) -> str:
+    """A provider id as stored and looked up: trimmed, lower-cased, then mapped through
+    the provider aliases (one level: an alias names a provider, never another alias)."""
+    name = provider.strip().lower()
+    return aliases.get(name, name)
+
+
 class Catalog:
-    """An index over catalog rows for first-match classification in O(1)."""
+    """An index over catalog rows for first-match classification in O(1), with the
+    provider aliases: every lookup normalises the provider id first, so a connection
+    stored under an alias before the alias existed classifies as its provider."""
 
-    __slots__ = ("_by_auth", "_provider_wide")
+    __slots__ = ("_by_auth", "_provider_wide", "aliases")
 
-    def __init__(self, rows: Iterable[CatalogRow]) -> None:
+    def __init__(
+        self, rows: Iterable[CatalogRow], aliases: Mapping[str, str] | None = None
+    ) -> None:
+        self.aliases: Mapping[str, str] = dict(aliases or {})
         self._by_auth: dict[tuple[str, str], CatalogRow] = {}
         self._provider_wide: dict[str, CatalogRow] = {}
         for row in rows:
@@ -93,8 +110,15 @@ class Catalog:
             else:
                 self._by_auth.setdefault((row.provider, row.auth_type), row)
 
+    def provider_id(self, provider: str) -> str:
+        """`normalise_provider` with this catalog's aliases (no query)."""
+        return normalise_provider(provider, self.aliases)
+
     def classify(self, provider: str, auth_type: str | None) -> BillingVerdict:
         """Classify one connection; first match wins (no-auth, exact, provider-wide, none)."""
+        provider = self.provider_id(provider)
+        if auth_type is not None:
+            auth_type = normalise_auth_type(auth_type)
         if auth_type == NO_AUTH:
             return KEYLESS_VERDICT
         row = None

@@ -176,3 +176,27 @@ class ChangeCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}={self.value}"
+
+
+class ProviderAlias(models.Model):
+    """Another name of a provider id (LiteLLM's `anthropic` for the catalog's `claude`):
+    every write and lookup of a provider id maps an alias onto its provider."""
+
+    alias = models.CharField(max_length=PROVIDER_MAX_LENGTH, unique=True)
+    provider = models.CharField(max_length=PROVIDER_MAX_LENGTH)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=150, null=True, blank=True)
+
+    class Meta:
+        ordering = ("alias",)
+        verbose_name_plural = "provider aliases"
+        constraints = (
+            models.CheckConstraint(condition=~Q(alias=""), name="alias_not_empty"),
+            models.CheckConstraint(condition=~Q(provider=""), name="alias_provider_not_empty"),
+            models.CheckConstraint(
+                condition=~Q(alias=models.F("provider")), name="alias_not_its_provider"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.alias} -> {self.provider}"

@@ -126,7 +126,9 @@ def _row(
     if not isinstance(source_provider, str):
         raise _Invalid
     source_provider = source_provider.strip()
-    provider = provider_map.get(source_provider, source_provider)
+    # Provider ids are trimmed and lower-cased, then mapped (the aliases, and `--map`).
+    normalised = source_provider.lower()
+    provider = provider_map.get(source_provider, provider_map.get(normalised, normalised))
     # "anthropic/claude-x" under provider anthropic is the model "claude-x" to a gateway.
     name = model.removeprefix(f"{source_provider}/").strip()
     if (

@@ -3,7 +3,7 @@ parameters select an edit or confirm state); every write is a POST to its own UR
 
 from django.urls import path
 
-from billing import views
+from billing import alias_views, views
 
 app_name = "billing"
 urlpatterns = [
@@ -20,4 +20,7 @@ urlpatterns = [
         name="price-confirm-free",
     ),
     path("prices/import/", views.price_import, name="price-import"),
+    path("aliases/", alias_views.aliases, name="aliases"),
+    path("aliases/save/", alias_views.alias_save, name="alias-save"),
+    path("aliases/<str:alias>/delete/", alias_views.alias_delete, name="alias-delete"),
 ]

@@ -266,6 +266,7 @@ def _candidate_input(payload: CandidateSchema) -> services.CandidateInput:
         allowed_connection_ids=tuple(payload.allowed_connection_ids)
         if payload.allowed_connection_ids
         else None,
+        ref=payload.ref,
     )
 
 
@@ -379,6 +380,7 @@ def post_pool(
                 allowed_connection_ids=tuple(item.allowed_connection_ids)
                 if item.allowed_connection_ids
                 else None,
+                ref=item.ref,
             )
         )
     if errors:
@@ -573,4 +575,5 @@ def get_spend_summary(request: HttpRequest) -> dict[str, Any]:
             }
             for name, rung in summary.rungs.items()
         },
+        "saved_usd": float(summary.saved_usd),
     }

@@ -351,4 +351,5 @@ class CandidateForm(forms.Form):
             priority=data["priority"],
             connection_id=data["connection_id"] or None,
             allowed_connection_ids=tuple(data["allowed_connection_ids"]) or None,
+            keeps_ref=True,  # the form has no `ref`: an edit keeps the gateway's
         )

@@ -231,6 +231,8 @@ class Candidate(models.Model):
         max_length=128, null=True, blank=True, validators=[connection_id_validator]
     )
     allowed_connection_ids = models.JSONField(null=True, blank=True)
+    # The gateway's own opaque handle for it (a deployment id), echoed in pool entries.
+    ref = models.CharField(max_length=256, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -249,6 +251,10 @@ class SpendEntry(models.Model):
     model = models.CharField(max_length=200)
     cost_usd = models.DecimalField(max_digits=16, decimal_places=8)
     is_cost_computed = models.BooleanField(default=False)
+    # What the request cost (0 on the plan-included rungs), and what it would have cost
+    # at the price catalog's metered price (the "saved" figure on those rungs).
+    billed_usd = models.DecimalField(max_digits=16, decimal_places=8, default=Decimal(0))
+    list_price_usd = models.DecimalField(max_digits=16, decimal_places=8, default=Decimal(0))
     input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     rung = models.CharField(max_length=16)
@@ -257,7 +263,11 @@ class SpendEntry(models.Model):
 
     class Meta:
         ordering = ("-occurred_at", "-id")
-        indexes = (models.Index(fields=("rung", "occurred_at")),)
+        indexes = (
+            models.Index(fields=("rung", "occurred_at")),
+            # GET /api/v1/spend: newest first, keyset on (occurred_at, id).
+            models.Index(fields=("occurred_at", "id"), name="spend_occurred_id"),
+        )
         verbose_name_plural = "spend entries"
 
     def __str__(self) -> str:
@@ -273,6 +283,8 @@ class SpendDayTotal(models.Model):
     rung = models.CharField(max_length=16)
     # Wider than an entry's cost (16 digits): a day sums many of them.
     spent_usd = models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
+    # The list price of that day's entries on the rung (saved_usd on plan-included rungs).
+    list_price_usd = models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
 
     class Meta:
         ordering = ("day", "rung")

@@ -50,6 +50,7 @@ def decision_out(decision: Decision) -> dict[str, Any]:
         "candidates": [
             {
                 "id": c.id,
+                "ref": c.ref,
                 "provider": c.provider,
                 "model": c.model,
                 "rung": c.rung.label,

@@ -307,6 +307,10 @@ class EventBatchOut(Schema):
 # --- candidates and pools --------------------------------------------------------------------
 
 
+# A candidate's `ref`: the gateway's own opaque handle (a deployment id), echoed back.
+RefStr = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00]*$")]
+
+
 class CandidateIn(WriteSchema):
     provider: ProviderStr
     model: ModelStr
@@ -314,6 +318,7 @@ class CandidateIn(WriteSchema):
     priority: StrictInt = Field(default=0, ge=-1_000_000, le=1_000_000)
     connection_id: ConnectionIdStr | None = None
     allowed_connection_ids: Annotated[list[ConnectionIdStr], Field(max_length=64)] | None = None
+    ref: RefStr | None = None
 
     model_config = ConfigDict(
         extra="forbid",
@@ -342,6 +347,7 @@ class CandidateOut(Schema):
     priority: int
     connection_id: str | None
     allowed_connection_ids: list[str] | None
+    ref: str | None
 
     @staticmethod
     def resolve_id(candidate: Any) -> int:
@@ -368,6 +374,7 @@ class PoolCandidateIn(PlainWriteModel):
     priority: StrictInt | None = Field(default=None, description="Ignored: order is the ranking.")
     connection_id: ConnectionIdStr | None = None
     allowed_connection_ids: Annotated[list[ConnectionIdStr], Field(max_length=64)] | None = None
+    ref: RefStr | None = None
 
 
 class PoolRequestIn(PlainWriteModel):
@@ -399,6 +406,7 @@ class PoolRequestIn(PlainWriteModel):
 
 class DecidedOut(Schema):
     id: int | None
+    ref: str | None
     provider: str
     model: str
     rung: RungLiteral
@@ -550,10 +558,20 @@ class SpendOut(Schema):
     output_tokens: int | None
     occurred_at: datetime
     rung: RungLiteral
+    billed_usd: float
+    list_price_usd: float
 
     @staticmethod
     def resolve_cost_usd(entry: Any) -> float:
         return float(entry.cost_usd)
+
+    @staticmethod
+    def resolve_billed_usd(entry: Any) -> float:
+        return float(entry.billed_usd)
+
+    @staticmethod
+    def resolve_list_price_usd(entry: Any) -> float:
+        return float(entry.list_price_usd)
 
 
 # --- spend batches (POST /api/v1/spend/batch) ---------------------------------------------
@@ -641,6 +659,8 @@ class SpendBatchEntryOut(BaseModel):
     output_tokens: int | None
     occurred_at: datetime
     rung: RungLiteral
+    billed_usd: float
+    list_price_usd: float
 
 
 # One refused entry: its errors as the single endpoint's 422 lists them, located at the
@@ -672,3 +692,4 @@ class SpendSummaryOut(Schema):
     window_start: datetime
     window_end: datetime
     rungs: dict[str, RungBudgetOut]
+    saved_usd: float

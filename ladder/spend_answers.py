@@ -98,4 +98,6 @@ def entry_out(entry: SpendEntry) -> dict[str, Any]:
         "output_tokens": entry.output_tokens,
         "occurred_at": entry.occurred_at,
         "rung": entry.rung,
+        "billed_usd": float(entry.billed_usd),
+        "list_price_usd": float(entry.list_price_usd),
     }

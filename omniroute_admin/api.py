@@ -5,8 +5,10 @@ from typing import Any
 from ninja import NinjaAPI
 
 from billing import services as billing_services
+from billing.alias_api import router as alias_router
 from billing.api import router as billing_router
 from ladder import services as ladder_services
+from ladder import spend_api  # noqa: F401  (GET /spend, on the ladder router)
 from ladder.api import router as ladder_router
 from ladder.crypto import CredentialKeyMissing
 from omniroute_admin.errors import install_handlers
@@ -44,9 +46,11 @@ DOMAIN_STATUSES: dict[type[Exception], int] = {
     billing_services.CatalogEntryNotFound: 404,
     billing_services.PriceNotFound: 404,
     billing_services.Conflict: 409,
+    billing_services.AliasNotFound: 404,
 }
 # Errors about one body field, answered as a 422 at that field.
 FIELD_ERRORS: dict[type[Exception], str] = {CredentialKeyMissing: "credential"}
 install_handlers(api, DOMAIN_STATUSES, FIELD_ERRORS)
 api.add_router("", billing_router)
+api.add_router("", alias_router)
 api.add_router("", ladder_router)

@@ -92,6 +92,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "priority": 0,
         "connection_id": None,
         "allowed_connection_ids": ["claude-max-1", "claude-max-2"],
+        "ref": "claude-sonnet-plan-and-key",
     },
     "DecisionOut": {
         "auto_id": "auto/thrifty",
@@ -102,6 +103,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "candidates": [
             {
                 "id": 3,
+                "ref": "claude-sonnet-plan-and-key",
                 "provider": "claude",
                 "model": "claude-sonnet-4-5",
                 "rung": "subscription",
@@ -110,6 +112,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             },
             {
                 "id": 3,
+                "ref": "claude-sonnet-plan-and-key",
                 "provider": "claude",
                 "model": "claude-sonnet-4-5",
                 "rung": "premium",
@@ -147,6 +150,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "output_tokens": 300,
         "occurred_at": T,
         "rung": "cheap",
+        "billed_usd": 0.00036,
+        "list_price_usd": 0.00036,
     },
     "SpendSummaryOut": {
         "budget_window": "month",
@@ -156,9 +161,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "cheap": {"spent_usd": 3.25, "budget_usd": 20.0, "exhausted": False},
             "premium": {"spent_usd": 0.0, "budget_usd": None, "exhausted": False},
         },
+        "saved_usd": 41.7,
     },
+    "AliasOut": {"alias": "anthropic", "provider": "claude"},
 }
-PATH_EXAMPLES = {"entry_id": 1, "price_id": 7, "candidate_id": 3, "auto_id": "auto/thrifty"}
+PATH_EXAMPLES = {
+    "entry_id": 1,
+    "price_id": 7,
+    "candidate_id": 3,
+    "auto_id": "auto/thrifty",
+    "alias": "anthropic",
+}
 
 
 def add_examples(schema: dict[str, Any]) -> dict[str, Any]:

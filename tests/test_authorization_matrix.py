@@ -87,6 +87,9 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "prices/<int:price_id>/delete/"): DASHBOARD_WRITE,
     ("POST", "prices/<int:price_id>/confirm-free/"): DASHBOARD_WRITE,
     ("POST", "prices/import/"): DASHBOARD_WRITE,
+    ("GET", "aliases/"): PAGE,
+    ("POST", "aliases/save/"): DASHBOARD_WRITE,
+    ("POST", "aliases/<str:alias>/delete/"): DASHBOARD_WRITE,
     ("GET", "accounts/login/"): PUBLIC,
     ("POST", "accounts/login/"): PUBLIC,
     ("POST", "accounts/logout/"): dict.fromkeys(ROLES, LOGIN),  # always back to sign-in
@@ -105,6 +108,8 @@ API_OPERATOR_OPERATIONS = {
     ("POST", "/api/v1/prices"),
     ("DELETE", "/api/v1/prices/{price_id}"),
     ("PUT", "/api/v1/settings/ladder"),
+    ("PUT", "/api/v1/provider-aliases/{alias}"),
+    ("DELETE", "/api/v1/provider-aliases/{alias}"),
 }
 # API operations of gateway scope (read by any token): every operation is in exactly one
 # of the two sets, so a new endpoint fails the matrix until its scope is decided here.
@@ -133,6 +138,8 @@ API_GATEWAY_OPERATIONS = {
     ("POST", "/api/v1/spend"),
     ("POST", "/api/v1/spend/batch"),
     ("GET", "/api/v1/spend/summary"),
+    ("GET", "/api/v1/spend"),
+    ("GET", "/api/v1/provider-aliases"),
 }
 # Routes the API mounts that are documentation, not operations.
 API_DOCS = {"api/v1/openapi.json", "api/v1/docs"}
@@ -213,6 +220,7 @@ def world(db: None) -> World:
             "webhook_id": str(webhook.pk),
             "run_id": str(run.pk),
             "auto_id": "auto/thrifty",
+            "alias": "anthropic",
         },
     )
 

@@ -77,9 +77,10 @@ def test_a_hostile_provider_and_auth_type_cannot_forge_a_log_line(written: Strin
     text = written.getvalue()
     assert_unforgeable(text)
     (line,) = lines_with(text, "connection hostile created")
+    # Provider ids and auth types are stored lower-cased (docs/GATEWAYS.md).
     assert line.endswith(
-        f"INFO ladder.services connection hostile created (provider claude{SHORT_ESCAPED},"
-        f" auth oauth{SHORT_ESCAPED}, credential kept)"
+        f"INFO ladder.services connection hostile created (provider claude"
+        f"{SHORT_ESCAPED.lower()}, auth oauth{SHORT_ESCAPED.lower()}, credential kept)"
     )
 
 

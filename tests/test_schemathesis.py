@@ -104,6 +104,8 @@ OPERATOR_OPERATIONS = {
     ("post", "/api/v1/prices"),
     ("delete", "/api/v1/prices/{price_id}"),
     ("put", "/api/v1/settings/ladder"),
+    ("put", "/api/v1/provider-aliases/{alias}"),
+    ("delete", "/api/v1/provider-aliases/{alias}"),
 }
 
 

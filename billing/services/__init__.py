@@ -4,6 +4,15 @@ package re-exports the public names, so callers read `services.upsert_price(...)
 
 from __future__ import annotations
 
+from billing.services.aliases import (
+    AliasInput,
+    AliasNotFound,
+    clean_alias_input,
+    delete_alias,
+    load_aliases,
+    provider_id,
+    put_alias,
+)
 from billing.services.audit import (
     catalog_snapshot,
     price_snapshot,
@@ -47,6 +56,8 @@ from billing.services.prices import (
 )
 
 __all__ = [
+    "AliasInput",
+    "AliasNotFound",
     "CatalogEntryNotFound",
     "CatalogInput",
     "Conflict",
@@ -57,23 +68,28 @@ __all__ = [
     "bump",
     "catalog_snapshot",
     "change_counters",
+    "clean_alias_input",
     "clean_catalog_input",
     "clean_price_input",
     "confirm_free",
     "create_catalog_entry",
     "decode_price_cursor",
+    "delete_alias",
     "delete_catalog_entry",
     "delete_price",
     "encode_price_cursor",
     "import_price_file",
     "import_prices",
     "imported_needs_review",
+    "load_aliases",
     "load_catalog",
     "load_price_book",
     "price_book_for",
     "price_limits",
     "price_page",
     "price_snapshot",
+    "provider_id",
+    "put_alias",
     "record_audit",
     "tier_expression",
     "update_catalog_entry",

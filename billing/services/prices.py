@@ -13,12 +13,14 @@ from django.db.models import Case, CharField, F, Q, Value, When
 from django.utils import timezone
 
 from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
+from billing.classify import normalise_provider
 from billing.models import (
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
     AuditEntry,
     ChangeCounter,
     ModelPrice,
+    ProviderAlias,
 )
 from billing.price_import import (
     ParsedPriceFile,
@@ -26,6 +28,7 @@ from billing.price_import import (
     decode_price_file,
     parse_price_file,
 )
+from billing.services.aliases import load_aliases
 from billing.services.audit import price_snapshot, record_audit
 from billing.services.common import PriceNotFound, _clean_text
 from billing.services.counters import bump
@@ -166,7 +169,12 @@ def price_page(
             Q(provider__lt=before[0]) | Q(provider=before[0], model__lt=before[1])
         )
     if provider is not None:
-        prices = prices.filter(provider=provider)
+        # Normalised in the same query: the name itself, or the provider it is an alias of.
+        name = provider.strip().lower()
+        prices = prices.filter(
+            Q(provider=name)
+            | Q(provider__in=ProviderAlias.objects.filter(alias=name).values("provider"))
+        )
     if query:
         prices = prices.filter(Q(provider__icontains=query) | Q(model__icontains=query))
     if needs_review is not None:
@@ -232,6 +240,8 @@ def clean_price_input(data: PriceInput) -> PriceInput:
     """Normalise and validate a price write; raises ValidationError naming each field."""
     errors: dict[str, list[str]] = {}
     provider = _clean_text(data.provider, "provider", PROVIDER_MAX_LENGTH, errors)
+    if provider:
+        provider = normalise_provider(provider, load_aliases())
     model = _clean_text(data.model, "model", MODEL_MAX_LENGTH, errors)
     costs: dict[str, Decimal] = {}
     for field in ("input_usd_per_mtok", "output_usd_per_mtok"):
@@ -334,7 +344,16 @@ def imported_needs_review(
 def import_price_file(raw: bytes, provider_map: dict[str, str], *, actor: str) -> ImportCounts:
     """Read, parse and import a price file: PriceFileError (nothing written) when it
     cannot be read; malformed rows are skipped and counted."""
-    parsed = parse_price_file(decode_price_file(raw), provider_map, limits=price_limits())
+    # The provider aliases map LiteLLM's provider ids; `provider_map` (the command's
+    # `--map`, the upload's field) is the fallback for the names no alias covers.
+    aliases = load_aliases()
+    mapping = {
+        source.strip().lower(): target
+        for source, target in provider_map.items()
+        if source.strip().lower() not in aliases
+    }
+    mapping.update(aliases)
+    parsed = parse_price_file(decode_price_file(raw), mapping, limits=price_limits())
     return import_prices(parsed, actor=actor)
 
 
@@ -364,7 +383,16 @@ def import_prices(parsed: ParsedPriceFile, *, actor: str) -> ImportCounts:
     An imported zero/zero row is stored as needing review (tiered as unpriced)."""
     now = timezone.now()
     created = updated = unchanged = needs_review = 0
-    rows, invalid = _storable(parsed.rows)
+    aliases = load_aliases()
+    # Every provider id normalised (trimmed, lower-cased, aliases mapped); two rows that
+    # name one (provider, model) after that: the last wins, as in the file's parse.
+    normalised = {
+        (row.provider, row.model): row
+        for row in (
+            row._replace(provider=normalise_provider(row.provider, aliases)) for row in parsed.rows
+        )
+    }
+    rows, invalid = _storable(tuple(normalised.values()))
     with transaction.atomic():
         existing = {
             (price.provider, price.model): price

@@ -18,7 +18,7 @@ from billing.tiers import Tier
 from ladder.core.auto_ids import AutoId
 from ladder.core.budgets import budget_cause
 from ladder.core.prose import catalog_entry_text, duration_text, instant_text
-from ladder.core.quota import quota_cause_within
+from ladder.core.quota import quota_cause_within, refresh_expected_at
 from ladder.core.types import (
     NEVER_READ,
     UNVERIFIED_QUOTA_REASONS,
@@ -277,10 +277,18 @@ def decide(
                 continue
             rung = _RUNG_OF[number]
             if pinned is not None:
-                entry = DecidedCandidate(candidate.id, provider, model, rung, pinned, None)
+                entry = DecidedCandidate(
+                    candidate.id, provider, model, rung, pinned, None, candidate.ref
+                )
             else:
                 entry = DecidedCandidate(
-                    candidate.id, provider, model, rung, None, tuple(connections_passed)
+                    candidate.id,
+                    provider,
+                    model,
+                    rung,
+                    None,
+                    tuple(connections_passed),
+                    candidate.ref,
                 )
             buckets[number].append(entry)
 
@@ -292,7 +300,9 @@ def decide(
         candidates=tuple(entry for bucket in buckets for entry in bucket),
         excluded=tuple(excluded),
         next_change_at=next_change_at,
-        valid_until=inputs_valid_until(connections.values(), spend, config, now),
+        valid_until=inputs_valid_until(
+            connections.values(), spend, config, now, refresh_ticks=grouping == _SUBSCRIPTION
+        ),
     )
 
 
@@ -313,10 +323,15 @@ def inputs_valid_until(
     spend: Mapping[Rung, RungSpend],
     config: LadderConfig,
     now: datetime,
+    *,
+    refresh_ticks: bool = True,
 ) -> datetime | None:
     """The earliest future instant at which a decision over these inputs can change on
     its own (a reading going stale, a reset, a cooldown ending, a budget window ending);
-    None when nothing in them is time-dependent. Writes invalidate separately."""
+    None when nothing in them is time-dependent. Writes invalidate separately.
+    `refresh_ticks`: also the instant a reading that is not current moves its
+    exclusion's `next_change_at` (`refresh_expected_at`); only `auto/subscription`
+    excludes such readings, so a thrifty decision passes False."""
     max_age = timedelta(seconds=config.max_state_age_seconds)
     instants: list[datetime] = []
     for view in connections:
@@ -328,6 +343,11 @@ def inputs_valid_until(
             instants.append(reading.checked_at + max_age + timedelta(microseconds=1))
             if reading.reset_at is not None:
                 instants.append(reading.reset_at)
+            # Not current: its exclusion's `next_change_at` moves at the next beat tick.
+            if refresh_ticks:
+                expected = refresh_expected_at(reading, config, now, max_age)
+                if expected is not None:
+                    instants.append(expected)
     if config.cheap_budget_usd is not None or config.premium_budget_usd is not None:
         instants.extend(rung_spend.window_end for rung_spend in spend.values())
     future = [instant for instant in instants if instant > now]

@@ -109,6 +109,29 @@ def _staleness(reading: Reading, now: datetime, max_age: timedelta) -> Staleness
     return None
 
 
+def refresh_expected_at(
+    reading: Reading, config: LadderConfig, now: datetime, max_age: timedelta
+) -> datetime | None:
+    """When the refresh already due for a reading that is not current is expected (None
+    for a current reading): its reset-time refresh, `reset_grace_seconds` after a passed
+    reset, or, once that instant is behind us (or for a reading that went stale), the
+    next beat tick counted from it: `due + k * beat_seconds`, the first one after `now`.
+    So it is at most one beat period from now, and it is the same instant for every
+    `now` in one tick: a decision's `next_change_at` (and its tag) holds for a whole
+    beat period; `inputs_valid_until` ends the decision's validity at that tick."""
+    staleness = _staleness(reading, now, max_age)
+    if staleness is None:
+        return None
+    if staleness is _RESET_PASSED and reading.reset_at is not None:
+        due = reading.reset_at + timedelta(seconds=config.reset_grace_seconds)
+    else:
+        due = reading.checked_at + max_age
+    if due > now:
+        return due
+    beat = timedelta(seconds=config.beat_seconds)
+    return due + ((now - due) // beat + 1) * beat
+
+
 def is_reading_current(reading: Reading, config: LadderConfig, now: datetime) -> bool:
     """True unless the reading is too old or its own reset has passed (see `reading_staleness`)."""
     return reading_staleness(reading, config, now) is None
@@ -234,14 +257,14 @@ def quota_cause_within(
             Reason.RESET_PASSED,
             f"The reading's reset at {instant_text(reset_at)} has passed: the window it "
             "describes is over and a refresh is due",
-            None,
+            refresh_expected_at(reading, config, now, max_age),
         )
     if staleness is _TOO_OLD:
         return Cause(
             Reason.QUOTA_STALE,
             f"The reading is {duration_text((now - reading.checked_at).total_seconds())} s old, "
             f"older than the {number_text(config.max_state_age_seconds)} s maximum",
-            None,
+            refresh_expected_at(reading, config, now, max_age),
         )
     # Past this point reset_at is either absent or in the future.
     remaining = reading.remaining_percent

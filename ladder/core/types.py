@@ -169,6 +169,11 @@ class LadderConfig:
     base_cooldown_seconds: float = 5.0
     max_cooldown_seconds: float = 120.0
     cheap_max_input_usd_per_mtok: Decimal = DEFAULT_CHEAP_MAX_INPUT_USD_PER_MTOK
+    # Deployment facts, not tuning (no setting edits them): the beat's period and the
+    # delay of a reset-time refresh after its reset (QUOTA_BEAT_SECONDS and
+    # QUOTA_RESET_GRACE_SECONDS), which say when a refresh already due is expected.
+    beat_seconds: float = 10.0
+    reset_grace_seconds: float = 1.5
 
     def __post_init__(self) -> None:
         # Bad settings fail at construction, never halfway through a pool build. The
@@ -259,6 +264,8 @@ class CandidateIn:
     categories: tuple[str, ...]
     connection_id: str | None
     allowed_connection_ids: tuple[str, ...] | None
+    # The gateway's own opaque handle (a deployment id), echoed in every entry made from it.
+    ref: str | None = None
 
     @property
     def connection_ids(self) -> tuple[str, ...]:
@@ -317,6 +324,7 @@ class DecidedCandidate(NamedTuple):
     rung: Rung
     connection_id: str | None
     allowed_connection_ids: tuple[str, ...] | None
+    ref: str | None = None
 
     @property
     def connection_ids(self) -> tuple[str, ...]:

@@ -114,6 +114,15 @@ from ladder.services.spend import (
     validate_occurred_at,
 )
 from ladder.services.spend_batch import MAX_SPEND_BATCH, SpendBatch, record_spend_batch
+from ladder.services.spend_ledger import (
+    SPEND_DEFAULT_LIMIT,
+    SPEND_MAX_LIMIT,
+    SpendFilters,
+    SpendPage,
+    decode_spend_cursor,
+    spend_csv_rows,
+    spend_page,
+)
 from ladder.services.spend_totals import add_to_totals, rebuild_spend_totals
 
 __all__ = [
@@ -128,6 +137,8 @@ __all__ = [
     "MAX_SPEND_BATCH",
     "PAID_RUNGS",
     "SETTINGS_FIELDS",
+    "SPEND_DEFAULT_LIMIT",
+    "SPEND_MAX_LIMIT",
     "VIEW_FIELDS",
     "BrokerUnavailable",
     "CandidateInput",
@@ -146,7 +157,9 @@ __all__ = [
     "RungBudget",
     "Snapshot",
     "SpendBatch",
+    "SpendFilters",
     "SpendInput",
+    "SpendPage",
     "SpendSummary",
     "StoredReading",
     "UnknownCategory",
@@ -166,6 +179,7 @@ __all__ = [
     "decide_registered",
     "decision_bytes",
     "decision_cache_max_bytes",
+    "decode_spend_cursor",
     "delete_candidate",
     "delete_connection",
     "due_connection_ids",
@@ -199,7 +213,9 @@ __all__ = [
     "server_clock",
     "settings_changes_since",
     "settings_snapshot",
+    "spend_csv_rows",
     "spend_in_window",
+    "spend_page",
     "spend_rung",
     "spend_summary",
     "store_reading",

@@ -3,10 +3,12 @@ audited update of every tuning field at once."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -46,8 +48,14 @@ _settings_warned: set[tuple[str, ...]] = set()
 
 
 def config_from_row(row: LadderSettings) -> LadderConfig:
-    """The frozen config the pure core takes (out-of-range fields as applied)."""
-    return LadderConfig.from_settings(effective_settings_of(row)[0])
+    """The frozen config the pure core takes (out-of-range fields as applied), with the
+    deployment's beat period and reset-refresh delay (when a due refresh is expected)."""
+    config = LadderConfig.from_settings(effective_settings_of(row)[0])
+    return dataclasses.replace(
+        config,
+        beat_seconds=float(settings.QUOTA_BEAT_SECONDS),
+        reset_grace_seconds=float(settings.QUOTA_RESET_GRACE_SECONDS),
+    )
 
 
 def load_config() -> LadderConfig:

@@ -222,6 +222,7 @@ def _compute(
     config_version = key[-2]
     snapshot = current_snapshot(config_version)
     config = snapshot.config
+    candidates = normalised_candidates(candidates, snapshot.catalog)
     views = load_views(referenced_connections(candidates), snapshot.catalog)
     has_budget = config.cheap_budget_usd is not None or config.premium_budget_usd is not None
     # Without a budget no paid rung is gated: the spend query is skipped.
@@ -237,12 +238,41 @@ def _compute(
     return decision
 
 
+def normalised_candidates(
+    candidates: Sequence[CandidateIn], catalog: Catalog
+) -> Sequence[CandidateIn]:
+    """The candidates with their provider ids normalised (trimmed, lower-cased, aliases
+    mapped) by the snapshot's alias map: no query, each distinct spelling normalised
+    once, and no copy when all are canonical (only on a cache miss)."""
+    memo: dict[str, str] = {}
+    for c in candidates:
+        if c.provider not in memo:
+            memo[c.provider] = catalog.provider_id(c.provider)
+    if all(spelling == canonical for spelling, canonical in memo.items()):
+        return candidates
+    return [
+        c
+        if memo[c.provider] == c.provider
+        else CandidateIn(
+            c.id,
+            memo[c.provider],
+            c.model,
+            c.categories,
+            c.connection_id,
+            c.allowed_connection_ids,
+            c.ref,
+        )
+        for c in candidates
+    ]
+
+
 def as_input_bytes(candidates: Sequence[CandidateIn]) -> int:
     """About the length of the JSON body these candidates would come in: what their
     strings cost a cached decision (see DECISION_BYTES_PER_INPUT_BYTE)."""
     total = 0
     for c in candidates:
         total += len(c.provider) + len(c.model) + len(c.connection_id or "") + 20
+        total += len(c.ref or "")
         total += sum(len(x) + 3 for x in c.allowed_connection_ids or ())
     return total
 

@@ -109,6 +109,7 @@ def candidate_in(candidate: Candidate) -> CandidateIn:
         categories=tuple(candidate.categories or ()),
         connection_id=candidate.connection_id,
         allowed_connection_ids=tuple(allowed) if allowed else None,
+        ref=candidate.ref,
     )
 
 

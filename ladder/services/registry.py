@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from billing import services as billing_services
+from billing.classify import normalise_auth_type
 from billing.models import ChangeCounter
 from ladder import core
 from ladder.crypto import encrypt_credential
@@ -39,6 +40,7 @@ def upsert_connection(
     `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
     decided under the row lock so a concurrent write cannot slip in between."""
     refuse_bad_ids("connection_id", [connection_id])
+    provider = billing_services.provider_id(data.provider)
     ciphertext = None
     if data.credential:
         ciphertext = encrypt_credential(data.credential)
@@ -53,8 +55,8 @@ def upsert_connection(
             raise ConnectionExists(f"A connection with the id {connection_id} exists already.")
         if connection is None:
             connection = Connection(connection_id=connection_id)
-        connection.provider = data.provider
-        connection.auth_type = data.auth_type
+        connection.provider = provider
+        connection.auth_type = normalise_auth_type(data.auth_type)
         connection.label = data.label
         connection.is_active = data.active
         connection.quota_source = data.quota_source
@@ -74,8 +76,8 @@ def upsert_connection(
         "connection %s %s (provider %s, auth %s, credential %s)",
         connection_id,
         "created" if created else "updated",
-        data.provider,
-        data.auth_type,
+        provider,
+        connection.auth_type,
         "replaced" if ciphertext else ("cleared" if data.credential == "" else "kept"),
     )
     return connection, created
@@ -100,6 +102,10 @@ def get_connection(connection_id: str) -> Connection:
     return connection
 
 
+# The most characters of a candidate's `ref` (the gateway's own handle for it).
+REF_MAX_LENGTH = 256
+
+
 @dataclass(frozen=True, slots=True)
 class CandidateInput:
     provider: str
@@ -108,6 +114,9 @@ class CandidateInput:
     priority: int = 0
     connection_id: str | None = None
     allowed_connection_ids: tuple[str, ...] | None = None
+    ref: str | None = None
+    # True: keep the stored `ref` (the dashboard's form has none to send).
+    keeps_ref: bool = False
 
 
 def validate_candidate_target(connection_id: str | None, allowed: Sequence[str] | None) -> None:
@@ -133,6 +142,7 @@ def candidate_snapshot(candidate: Candidate) -> dict[str, object]:
         "allowed_connection_ids": list(candidate.allowed_connection_ids)
         if candidate.allowed_connection_ids
         else None,
+        "ref": candidate.ref,
     }
 
 
@@ -144,6 +154,9 @@ def save_candidate(
     validate_candidate_target(data.connection_id, data.allowed_connection_ids)
     refuse_bad_ids("connection_id", [data.connection_id])
     refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
+    if data.ref is not None and len(data.ref) > REF_MAX_LENGTH:
+        raise ValidationError({"ref": [f"At most {REF_MAX_LENGTH} characters."]})
+    provider = billing_services.provider_id(data.provider)
     with transaction.atomic():
         if candidate_id is None:
             candidate = Candidate()
@@ -153,7 +166,7 @@ def save_candidate(
                 raise NotFound(f"No candidate {candidate_id}.")
             candidate = found
         before = candidate_snapshot(candidate) if candidate_id is not None else None
-        candidate.provider = data.provider
+        candidate.provider = provider
         candidate.model = data.model
         candidate.categories = list(dict.fromkeys(data.categories))
         candidate.priority = data.priority
@@ -161,6 +174,8 @@ def save_candidate(
         candidate.allowed_connection_ids = (
             list(data.allowed_connection_ids) if data.allowed_connection_ids else None
         )
+        if not data.keeps_ref:
+            candidate.ref = data.ref or None
         candidate.save()
         billing_services.bump(ChangeCounter.STATE)
         if actor is not None:

@@ -3,6 +3,7 @@ its budget in the current window."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -22,8 +23,15 @@ from ladder.models import Connection, SpendEntry
 from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_ids
 from ladder.services.config import load_config
 from ladder.services.decisions import Snapshot, current_snapshot
-from ladder.services.loading import spend_in_window
-from ladder.services.spend_totals import add_to_totals
+from ladder.services.spend_totals import (
+    add_to_totals,
+    spend_by_rung,
+    window_days,
+    window_spend_and_saved,
+)
+
+# The plan-included rungs: nothing is billed there, and their list price is "saved".
+PLAN_RUNGS = frozenset((Rung.SUBSCRIPTION, Rung.KEYLESS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,7 @@ def rung_of(billing: tuple[str, str] | None, provider: str, model: str, snapshot
     """The rung a request landed on, from its connection's (provider, auth_type) (None:
     not registered) and the model's tier, on the snapshot (no query)."""
     verdict = snapshot.catalog.classify(*billing) if billing is not None else UNCURATED_VERDICT
+    provider = snapshot.catalog.provider_id(provider)
     tier = snapshot.prices.tier_of(provider, model, snapshot.config.cheap_max_input_usd_per_mtok)
     return core.rung_for(verdict, tier)
 
@@ -125,19 +134,30 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
     date checked."""
     refuse_bad_ids("connection_id", [data.connection_id])
     validate_occurred_at(data.occurred_at, now, snapshot.config)
+    provider = snapshot.catalog.provider_id(data.provider)
     cost = data.cost_usd
     is_computed = cost is None
-    if cost is None:
-        cost = snapshot.prices.cost_usd(
-            data.provider, data.model, data.input_tokens or 0, data.output_tokens or 0
+    plan_included = rung in PLAN_RUNGS
+    list_price = None
+    if cost is None or plan_included:
+        # The metered price of its tokens: the cost when none was sent, and on a
+        # plan-included rung what the plan saved, whatever the gateway sent.
+        list_price = _spend_cost(
+            snapshot.prices.cost_usd(
+                provider, data.model, data.input_tokens or 0, data.output_tokens or 0
+            )
         )
+    cost = _spend_cost(cost) if cost is not None else list_price
+    assert cost is not None
     return SpendEntry(
         request_id=data.request_id,
         connection_id=data.connection_id,
-        provider=data.provider,
+        provider=provider,
         model=data.model,
-        cost_usd=_spend_cost(cost),
+        cost_usd=cost,
         is_cost_computed=is_computed,
+        billed_usd=Decimal(0) if plan_included else cost,
+        list_price_usd=list_price if plan_included and list_price is not None else cost,
         input_tokens=data.input_tokens,
         output_tokens=data.output_tokens,
         rung=rung.label,
@@ -180,13 +200,19 @@ class SpendSummary:
     window_start: datetime
     window_end: datetime
     rungs: dict[str, RungBudget]
+    # The list price of what the plan-included rungs served in the window.
+    saved_usd: Decimal = Decimal(0)
 
 
 def spend_summary(*, now: datetime | None = None) -> SpendSummary:
-    """Spend of each paid rung against its budget in the current window."""
+    """Spend of each paid rung against its budget in the current window, and what the
+    plans saved in it (both from the day totals: O(days), never a ledger scan)."""
     now = now or timezone.now()
     config = load_config()
-    return summarise_spend(config, spend_in_window(config, now), now)
+    spent, saved = window_spend_and_saved(*window_days(config, now))
+    _, end = core.budget_window_bounds(config.budget_window, now)
+    summary = summarise_spend(config, spend_by_rung(spent, end), now)
+    return dataclasses.replace(summary, saved_usd=saved)
 
 
 def summarise_spend(

@@ -60,6 +60,26 @@ def increments_of(entries: Iterable[SpendEntry]) -> dict[TotalKey, Decimal]:
     return dict(increments)
 
 
+def list_increments_of(entries: Iterable[SpendEntry]) -> dict[TotalKey, Decimal]:
+    """What the entries add to each (UTC day, rung) total's list price."""
+    increments: dict[TotalKey, Decimal] = defaultdict(Decimal)
+    for entry in entries:
+        increments[(core.utc_day(entry.occurred_at), entry.rung)] += entry.list_price_usd
+    return dict(increments)
+
+
+def _change(amounts: dict[TotalKey, Decimal]) -> Case | Value:
+    """The amount each total of `amounts` moves by, as one expression."""
+    if len(amounts) == 1:
+        (amount,) = amounts.values()
+        return Value(amount, output_field=TOTAL_FIELD)
+    return Case(
+        *(When(day=d, rung=r, then=Value(a)) for (d, r), a in amounts.items()),
+        default=Value(Decimal(0), output_field=TOTAL_FIELD),
+        output_field=TOTAL_FIELD,
+    )
+
+
 def _matching(keys: Iterable[TotalKey]) -> Q:
     return reduce(or_, (Q(day=day, rung=rung) for day, rung in keys))
 
@@ -80,7 +100,9 @@ def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: date
     totals; whether they made a budgeted rung cross its budget in the current window.
     Three queries in the steady state (lock, update, window sum), two more the first
     time a day's total is written; the window sum only when a budgeted rung is hit."""
+    entries = list(entries)
     increments = increments_of(entries)
+    list_increments = list_increments_of(entries)
     if not increments:
         return False
     first, end = window_days(config, now)
@@ -102,18 +124,13 @@ def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: date
             [SpendDayTotal(day=day, rung=label) for day, label in keys], ignore_conflicts=True
         )
         _lock(keys)
-    moving = {key: amount for key, amount in increments.items() if amount}
+    moving = {key for key in increments if increments[key] or list_increments[key]}
     if moving:
-        if len(moving) == 1:
-            (amount,) = moving.values()
-            change: Case | Value = Value(amount, output_field=TOTAL_FIELD)
-        else:
-            change = Case(
-                *(When(day=d, rung=r, then=Value(a)) for (d, r), a in moving.items()),
-                default=Value(Decimal(0), output_field=TOTAL_FIELD),
-                output_field=TOTAL_FIELD,
-            )
-        SpendDayTotal.objects.filter(_matching(moving)).update(spent_usd=F("spent_usd") + change)
+        # One UPDATE moves both sums of every total it touches.
+        SpendDayTotal.objects.filter(_matching(moving)).update(
+            spent_usd=F("spent_usd") + _change({k: increments[k] for k in moving}),
+            list_price_usd=F("list_price_usd") + _change({k: list_increments[k] for k in moving}),
+        )
     if not added:
         return False
     after = window_totals(added, first, end)
@@ -132,13 +149,43 @@ def rebuild_spend_totals() -> int:
         SpendEntry.objects.annotate(day=TruncDate("occurred_at", tzinfo=UTC))
         .order_by()
         .values("day", "rung")
-        .annotate(total=Sum("cost_usd"))
+        .annotate(total=Sum("cost_usd"), list_total=Sum("list_price_usd"))
     )
-    totals = [SpendDayTotal(day=r["day"], rung=r["rung"], spent_usd=r["total"]) for r in rows]
+    totals = [
+        SpendDayTotal(
+            day=r["day"], rung=r["rung"], spent_usd=r["total"], list_price_usd=r["list_total"]
+        )
+        for r in rows
+    ]
     with transaction.atomic():
         SpendDayTotal.objects.all().delete()
         SpendDayTotal.objects.bulk_create(totals, batch_size=1000)
     return len(totals)
+
+
+PLAN_LABELS = (Rung.SUBSCRIPTION.label, Rung.KEYLESS.label)
+
+
+def window_spend_and_saved(first: date, end: date) -> tuple[dict[str, Decimal], Decimal]:
+    """Over the days [first, end), from the totals in one query: the spend of each paid
+    rung, and the list price of the traffic the plan-included rungs (subscription,
+    keyless) served (what the plans saved)."""
+    labels = [rung.label for rung in PAID_RUNGS]
+    rows = (
+        SpendDayTotal.objects.filter(rung__in=[*labels, *PLAN_LABELS], day__gte=first, day__lt=end)
+        .order_by()
+        .values("rung")
+        .annotate(total=Sum("spent_usd"), listed=Sum("list_price_usd"))
+        .values_list("rung", "total", "listed")
+    )
+    spent: dict[str, Decimal] = {}
+    saved = Decimal(0)
+    for rung, total, listed in rows:
+        if rung in PLAN_LABELS:
+            saved += listed or Decimal(0)
+        else:
+            spent[rung] = total or Decimal(0)
+    return spent, saved
 
 
 def spend_by_rung(spend: dict[str, Decimal], window_end: datetime) -> dict[Rung, core.RungSpend]:

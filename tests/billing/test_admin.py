@@ -649,3 +649,13 @@ def test_a_row_deleted_meanwhile_is_a_message_not_a_500(
         "Nothing was saved: It was deleted meanwhile."
     ]
     assert world(BillingCatalogEntry) == before
+
+
+def test_admin_adds_are_stored_with_normalised_provider_ids(root: Client) -> None:
+    root.post(url(ModelPrice, "add"), {**PRICE_ADD, "provider": " Anthropic ", "model": "m-x"})
+    root.post(
+        url(BillingCatalogEntry, "add"),
+        {**CATALOG_ADD, "provider": "GitHub_Copilot", "auth_type": "OAuth"},
+    )
+    assert ModelPrice.objects.filter(provider="claude", model="m-x").exists()
+    assert BillingCatalogEntry.objects.filter(provider="copilot", auth_type="oauth").exists()

@@ -38,8 +38,9 @@ def test_import_prices_loads_chat_models_only() -> None:
     assert out.getvalue().strip() == (
         "created 3, updated 0, unchanged 0, skipped 1, invalid 0, need review 0"
     )
+    # LiteLLM's `anthropic` is stored as the catalog's `claude` (a seeded provider alias).
     assert _prices() == [
-        ("anthropic", "claude-sonnet-4-5", Decimal("3.000000"), Decimal("15.000000")),
+        ("claude", "claude-sonnet-4-5", Decimal("3.000000"), Decimal("15.000000")),
         ("openai", "gpt-4o", Decimal("2.500000"), Decimal("10.000000")),
         ("openai", "gpt-4o-mini", Decimal("0.150000"), Decimal("0.600000")),
     ]

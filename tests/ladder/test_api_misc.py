@@ -541,6 +541,7 @@ def test_post_candidate_registers_it_with_201(gateway: str) -> None:
         "priority": -3,
         "connection_id": None,
         "allowed_connection_ids": ["claude-max-1", "claude-max-2"],
+        "ref": None,
     }
 
 
@@ -561,6 +562,7 @@ def test_post_candidate_defaults_categories_and_priority(gateway: str) -> None:
         "priority": 0,
         "connection_id": "openai-key",
         "allowed_connection_ids": None,
+        "ref": None,
     }
 
 
@@ -643,6 +645,7 @@ def test_list_candidates_orders_by_priority_then_id(gateway: str) -> None:
         "priority": 1,
         "connection_id": "k",
         "allowed_connection_ids": None,
+        "ref": None,
     }
 
 
@@ -665,6 +668,7 @@ def test_put_candidate_replaces_its_fields(gateway: str) -> None:
         "priority": 0,
         "connection_id": None,
         "allowed_connection_ids": ["a", "b"],
+        "ref": None,
     }
     assert candidate_rows() == [("claude", "claude-opus", [], 0, None, ["a", "b"])]
 
@@ -1384,6 +1388,8 @@ def test_post_spend_records_it_with_the_rung_it_landed_on(gateway: str) -> None:
         "output_tokens": None,
         "occurred_at": iso(occurred_at),
         "rung": "cheap",
+        "billed_usd": 0.25,
+        "list_price_usd": 0.25,
     }
     entry = SpendEntry.objects.get()
     assert (entry.cost_usd, entry.is_cost_computed, entry.rung) == (
@@ -1495,6 +1501,7 @@ def test_spend_summary_reports_each_paid_rung_against_its_budget(
             "cheap": {"spent_usd": 1.5, "budget_usd": 1.5, "exhausted": True},
             "premium": {"spent_usd": 0.0, "budget_usd": None, "exhausted": False},
         },
+        "saved_usd": 0.0,
     }
 
 
@@ -1694,3 +1701,61 @@ def test_a_disallowed_host_on_a_dashboard_path_stays_an_html_400() -> None:
 
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_candidate_keeps_its_ref_and_every_pool_entry_echoes_it() -> None:
+    gateway = make_token("gw-ref", ApiToken.Scope.GATEWAY)
+    make_connection("claude-max-1")
+    created = api(
+        "post",
+        "/api/v1/candidates",
+        gateway,
+        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "dep/é-1"},
+    )
+    assert created.status_code == 201
+    assert created.json()["ref"] == "dep/é-1"
+    pool = api("get", "/api/v1/pools/auto/thrifty", gateway).json()
+    assert [(c["id"], c["ref"]) for c in pool["candidates"]] == [(created.json()["id"], "dep/é-1")]
+    too_long = api(
+        "post",
+        "/api/v1/candidates",
+        gateway,
+        {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": "x" * 257},
+    )
+    assert too_long.status_code == 422
+    assert Candidate.objects.count() == 1
+
+
+def test_the_ref_is_part_of_a_posted_pools_tag() -> None:
+    gateway = make_token("gw-ref", ApiToken.Scope.GATEWAY)
+    make_connection("claude-max-1")
+
+    def post(ref: str | None) -> Any:
+        body = {
+            "candidates": [
+                {"provider": "claude", "model": "m", "connection_id": "claude-max-1", "ref": ref}
+            ]
+        }
+        return api("post", "/api/v1/pools/auto/thrifty", gateway, body)
+
+    a, a_again, b = post("a"), post("a"), post("b")
+    assert a["ETag"] == a_again["ETag"] != b["ETag"]
+    assert b.json()["candidates"][0]["ref"] == "b"
+
+
+def test_a_dashboard_edit_keeps_the_ref_the_gateway_set() -> None:
+    make_connection("claude-max-1")
+    candidate = ladder_services.save_candidate(
+        ladder_services.CandidateInput("claude", "m", connection_id="claude-max-1", ref="dep-1")
+    )
+    ladder_services.save_candidate(
+        ladder_services.CandidateInput(
+            "claude", "m2", connection_id="claude-max-1", keeps_ref=True
+        ),
+        candidate.pk,
+    )
+    assert Candidate.objects.get().ref == "dep-1"
+    ladder_services.save_candidate(
+        ladder_services.CandidateInput("claude", "m2", connection_id="claude-max-1"), candidate.pk
+    )
+    assert Candidate.objects.get().ref is None

@@ -25,7 +25,11 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="SOURCE=PROVIDER",
-            help="Rename a litellm_provider to this gateway's provider id, e.g. anthropic=claude.",
+            help=(
+                "Rename a litellm_provider to this gateway's provider id, e.g. "
+                "mistral=my-mistral. The provider aliases (GET /api/v1/provider-aliases) "
+                "apply first; --map covers the names no alias maps."
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -213,7 +213,10 @@ def test_a_reading_whose_reset_passed_is_reset_passed_even_when_also_too_old() -
             "describes is over and a refresh is due",
         ),
     )
-    assert decision.next_change_at is None
+    # The reset-time refresh was due at 11:55:01.5 (1.5 s of grace): long overdue, so it
+    # is expected at the next beat tick counted from it (10 s beats): 12:00:01.5.
+    assert decision.next_change_at == datetime(2026, 11, 29, 12, 0, 1, 500000, tzinfo=UTC)
+    assert decision.valid_until == decision.next_change_at
 
 
 def test_multi_account_keeps_only_the_safe_connections_in_order() -> None:

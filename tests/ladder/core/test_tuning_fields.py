@@ -41,7 +41,12 @@ def test_the_model_form_and_config_carry_exactly_the_declared_fields() -> None:
     )
     assert columns == NINE
     assert tuple(SettingsForm.base_fields) == NINE
-    assert tuple(f.name for f in dataclasses.fields(LadderConfig)) == NINE
+    # ...plus two deployment facts no setting edits (the beat period, the reset grace).
+    assert tuple(f.name for f in dataclasses.fields(LadderConfig)) == (
+        *NINE,
+        "beat_seconds",
+        "reset_grace_seconds",
+    )
 
 
 def test_the_schema_carries_the_declared_fields_with_the_budgets_nested() -> None:

@@ -178,6 +178,7 @@ def test_an_operator_adds_a_candidate_audited_and_counted(
         "priority": 3,
         "connection_id": "claude-max-1",
         "allowed_connection_ids": None,
+        "ref": None,
     }
     page = parse(operator.get(f"/candidates/{added.pk}/").content)
     assert _placements(page.by_id("candidate-status")) == [

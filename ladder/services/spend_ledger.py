@@ -1,0 +1,145 @@
+"""The spend ledger read back: one page at a time, newest first (keyset on
+(occurred_at, id), so rows added meanwhile shift nothing), or all of it as CSV rows."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Q, QuerySet
+
+from billing.models import ProviderAlias
+from ladder.models import SpendEntry
+
+SPEND_DEFAULT_LIMIT = 100
+SPEND_MAX_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SpendFilters:
+    since: datetime | None = None  # occurred_at >= since
+    until: datetime | None = None  # occurred_at < until
+    rung: str | None = None
+    connection_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpendPage:
+    rows: list[SpendEntry]
+    next_cursor: str | None
+
+
+def encode_spend_cursor(entry: SpendEntry) -> str:
+    """An opaque cursor: the position (occurred_at, id) after which the next page starts."""
+    text = json.dumps([entry.occurred_at.isoformat(), entry.pk], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode("ascii")).decode("ascii").rstrip("=")
+
+
+def decode_spend_cursor(cursor: str | None) -> tuple[datetime, int] | None:
+    """The position a cursor names, or ValueError when this API did not give it out."""
+    if cursor is None:
+        return None
+    refused = ValueError("Not a cursor this API gave out; start again without one.")
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        at, pk = json.loads(raw.decode("ascii"))
+        instant = datetime.fromisoformat(at)
+    except (ValueError, TypeError, RecursionError):
+        raise refused from None
+    if instant.tzinfo is None or not isinstance(pk, int) or isinstance(pk, bool):
+        raise refused
+    if not 0 < pk < 2**63:
+        raise refused
+    return instant, pk
+
+
+def _filtered(filters: SpendFilters) -> QuerySet[SpendEntry]:
+    rows = SpendEntry.objects.all()
+    if filters.since is not None:
+        rows = rows.filter(occurred_at__gte=filters.since)
+    if filters.until is not None:
+        rows = rows.filter(occurred_at__lt=filters.until)
+    if filters.rung is not None:
+        rows = rows.filter(rung=filters.rung)
+    if filters.connection_id is not None:
+        rows = rows.filter(connection_id=filters.connection_id)
+    if filters.model is not None:
+        rows = rows.filter(model=filters.model)
+    if filters.provider is not None:
+        name = filters.provider.strip().lower()
+        rows = rows.filter(
+            Q(provider=name)
+            | Q(provider__in=ProviderAlias.objects.filter(alias=name).values("provider"))
+        )
+    return rows.order_by("-occurred_at", "-id")
+
+
+def spend_page(
+    filters: SpendFilters, *, limit: int = SPEND_DEFAULT_LIMIT, after: tuple[datetime, int] | None
+) -> SpendPage:
+    """One page of the ledger, newest first, after a position (one query)."""
+    rows = _filtered(filters)
+    if after is not None:
+        at, pk = after
+        rows = rows.filter(occurred_at__lte=at).filter(
+            Q(occurred_at__lt=at) | Q(occurred_at=at, id__lt=pk)
+        )
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return SpendPage(page, encode_spend_cursor(page[-1]) if more and page else None)
+
+
+CSV_HEADER = (
+    "occurred_at",
+    "request_id",
+    "connection_id",
+    "provider",
+    "model",
+    "rung",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cost_computed",
+    "billed_usd",
+    "list_price_usd",
+)
+
+# A cell a spreadsheet would run as a formula starts with one of these; such a cell is
+# written with a leading apostrophe (OWASP, "CSV injection"). Ids from a gateway only.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def _money(value: Decimal) -> str:
+    return format(value, "f")  # exact: the stored decimal, 8 places, never a float
+
+
+def spend_csv_rows(filters: SpendFilters) -> Iterator[tuple[str, ...]]:
+    """The header, then every matching entry newest first, as CSV cells (read in chunks:
+    the whole ledger never sits in memory)."""
+    yield CSV_HEADER
+    for e in _filtered(filters).iterator(chunk_size=2000):
+        yield (
+            e.occurred_at.isoformat().replace("+00:00", "Z"),
+            _text(e.request_id),
+            _text(e.connection_id),
+            _text(e.provider),
+            _text(e.model),
+            e.rung,
+            "" if e.input_tokens is None else str(e.input_tokens),
+            "" if e.output_tokens is None else str(e.output_tokens),
+            _money(e.cost_usd),
+            "true" if e.is_cost_computed else "false",
+            _money(e.billed_usd),
+            _money(e.list_price_usd),
+        )
