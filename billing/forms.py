@@ -31,13 +31,13 @@ class CatalogEntryForm(forms.Form):
     concurrency: a save over a newer version is a conflict, never a silent overwrite).
     A new entry starts at the safest answer (metered, overage unknown): curating a
     provider as a hard-stop subscription is a claim to make on purpose. A provider or
-    auth type that nearly matches a known one ("Kimi" for "kimi") is held back with a
+    auth type that nearly matches a known one ("kimmi" for "kimi") is held back with a
     "did you mean" until the operator ticks "keep as typed"."""
 
     provider = forms.CharField(
         max_length=PROVIDER_MAX_LENGTH,
         widget=forms.TextInput(attrs={"list": "curated-providers", "autocomplete": "off"}),
-        help_text="The provider id connections register with (case-sensitive).",
+        help_text="The provider id connections register with (case and an alias do not matter).",
     )
     auth_type = forms.CharField(
         max_length=AUTH_TYPE_MAX_LENGTH,
@@ -84,8 +84,8 @@ class CatalogEntryForm(forms.Form):
                 self.add_error(
                     name,
                     f"Did you mean “{meant}”? “{data[name]}” is not a known "
-                    f"{'provider' if name == 'provider' else 'auth type'} (names are "
-                    "case-sensitive: an entry for it would match no connection). "
+                    f"{'provider' if name == 'provider' else 'auth type'} (an entry for it "
+                    "would match no connection). "
                     "Tick “Keep as typed” to save it anyway.",
                 )
         return cleaned

@@ -1,6 +1,8 @@
 """Names an operator types (providers, auth types) against the names already in use:
-a near miss of a known name ("Kimi" for "kimi", "oath" for "oauth") is almost always a
-typo, and a typo here is silent: the entry matches no connection. Pure: no ORM."""
+a near miss of a known name ("oath" for "oauth", "kimmi" for "kimi") is almost always a
+typo, and a typo here is silent: the entry matches no connection. Names are compared as
+the services store them (trimmed, lower-cased), so "Kimi" is "kimi", not a miss of it.
+Pure: no ORM."""
 
 from __future__ import annotations
 
@@ -14,16 +16,13 @@ NEAR_MISS_CUTOFF = 0.8
 
 def did_you_mean(typed: str, known: Iterable[str]) -> str | None:
     """The known name `typed` most likely meant, or None when `typed` is itself known
-    (exactly, case included) or close to none. Case-insensitive: `Kimi` -> `kimi`."""
-    names = sorted(set(known))
-    if not typed or typed in names:
-        return None
+    (after trimming and lower-casing, as every write path normalises it) or close to none."""
     by_folded: dict[str, str] = {}
-    for name in names:
-        by_folded.setdefault(name.casefold(), name)
-    folded = typed.casefold()
-    if folded in by_folded:
-        return by_folded[folded]
+    for name in sorted(set(known)):
+        by_folded.setdefault(name.strip().casefold(), name)
+    folded = typed.strip().casefold()
+    if not folded or folded in by_folded:
+        return None
     matches = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=NEAR_MISS_CUTOFF)
     return by_folded[matches[0]] if matches else None
 

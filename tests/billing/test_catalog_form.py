@@ -20,12 +20,12 @@ from tests.worlds import htmx_headers, seed_demo_world, signed_in
 pytestmark = pytest.mark.django_db
 
 NEAR_KIMI = (
-    "Did you mean “kimi”? “Kimi” is not a known provider (names are case-sensitive: an "
-    "entry for it would match no connection). Tick “Keep as typed” to save it anyway."
+    "Did you mean “kimi”? “kimmi” is not a known provider (an entry for it would match no "
+    "connection). Tick “Keep as typed” to save it anyway."
 )
 NEAR_OAUTH = (
-    "Did you mean “oauth”? “OAuth” is not a known auth type (names are case-sensitive: an "
-    "entry for it would match no connection). Tick “Keep as typed” to save it anyway."
+    "Did you mean “oauth”? “oath” is not a known auth type (an entry for it would match no "
+    "connection). Tick “Keep as typed” to save it anyway."
 )
 
 
@@ -46,8 +46,8 @@ def operator(client: Client) -> Client:
 
 def _typo(**fields: Any) -> dict[str, Any]:
     return {
-        "provider": "Kimi",
-        "auth_type": "OAuth",
+        "provider": "kimmi",
+        "auth_type": "oath",
         "billing": "metered",
         "overage": "unknown",
         "reason": "Typed in a hurry.",
@@ -64,15 +64,17 @@ def _form(page: Element) -> Element:
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [
-        ("Kimi", "kimi"),
-        ("OAuth", "oauth"),
+        ("kimmi", "kimi"),
         ("oath", "oauth"),
+        (" Oath ", "oauth"),
         ("kimi", None),  # known exactly
+        ("Kimi", None),  # the same name once normalised (every write lower-cases it)
+        ("OAuth", None),
         ("mistral", None),  # close to nothing
         ("", None),
     ],
 )
-def test_did_you_mean_is_case_insensitive_and_quiet_for_known_names(
+def test_did_you_mean_compares_normalised_names_and_is_quiet_for_known_ones(
     typed: str, meant: str | None
 ) -> None:
     assert did_you_mean(typed, ["kimi", "oauth", "apikey", "claude"]) == meant
@@ -141,13 +143,13 @@ def test_keep_as_typed_saves_the_name_exactly(operator: Client) -> None:
     )
 
     assert response.status_code == 200
-    entry = BillingCatalogEntry.objects.get(provider="Kimi")
-    assert (entry.auth_type, entry.billing, entry.overage) == ("OAuth", "metered", "unknown")
+    entry = BillingCatalogEntry.objects.get(provider="kimmi")
+    assert (entry.auth_type, entry.billing, entry.overage) == ("oath", "metered", "unknown")
 
 
 def test_an_edit_to_a_near_miss_is_held_back_too(operator: Client) -> None:
     entry = BillingCatalogEntry.objects.get(provider="kimi")
-    data = {**_typo(provider="Claude", auth_type="oauth"), "version": str(entry.version)}
+    data = {**_typo(provider="claud", auth_type="oauth"), "version": str(entry.version)}
 
     response = operator.post(
         f"/catalog/{entry.pk}/update/", data, headers=htmx_headers("catalog-table")
@@ -155,7 +157,7 @@ def test_an_edit_to_a_near_miss_is_held_back_too(operator: Client) -> None:
 
     assert response.status_code == 422
     errors = [e.text for e in parse(response.content).by_class("field-error")]
-    assert errors[0].startswith("Did you mean “claude”? “Claude” is not a known provider")
+    assert errors[0].startswith("Did you mean “claude”? “claud” is not a known provider")
     assert BillingCatalogEntry.objects.get(pk=entry.pk).provider == "kimi"
 
 
