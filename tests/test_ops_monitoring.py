@@ -19,6 +19,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from ladder import beat
+
 # Imported by every web process (wsgi, asgi): its gauge is always exported there.
 from omniroute_admin import change_feed, ops  # noqa: F401
 from tests.ladder.factories import api, make_token
