@@ -8,6 +8,7 @@ from billing import services as billing_services
 from billing.api import router as billing_router
 from ladder import services as ladder_services
 from ladder.api import router as ladder_router
+from ladder.pool_history import router as pool_history_router
 from ladder.crypto import CredentialKeyMissing
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
@@ -49,4 +50,6 @@ DOMAIN_STATUSES: dict[type[Exception], int] = {
 FIELD_ERRORS: dict[type[Exception], str] = {CredentialKeyMissing: "credential"}
 install_handlers(api, DOMAIN_STATUSES, FIELD_ERRORS)
 api.add_router("", billing_router)
+# Before the ladder's: its /pools/{path:auto_id} would take ".../history" as an auto id.
+api.add_router("", pool_history_router)
 api.add_router("", ladder_router)
