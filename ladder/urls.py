@@ -11,6 +11,7 @@ from ladder.web import (
     overview,
     pools,
     reports,
+    timeline,
     settings,
     tokens,
 )
@@ -68,6 +69,7 @@ urlpatterns = [
         name="candidate-delete",
     ),
     path("pools/", pools.pools, name="pools"),
+    path("pools/timeline/", timeline.pool_timeline, name="pool-timeline"),
     path("reports/simulation/", reports.simulation_report, name="simulation-report"),
     path("settings/", settings.settings_page, name="settings"),
     path("settings/update/", settings.settings_update, name="settings-update"),
