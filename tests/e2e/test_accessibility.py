@@ -14,6 +14,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
+from ladder.services import timeline
 from tests.e2e.conftest import sign_in
 from tests.ladder.factories import make_token
 from tests.worlds import make_user, seed_demo_world
@@ -33,6 +34,7 @@ PAGES = (
     "/candidates/?connection=openai-key",
     "/pools/?auto_id=auto/thrifty",
     "/pools/?auto_id=auto/subscription",
+    "/pools/timeline/?auto_id=auto/thrifty",
     "/catalog/",
     "/prices/",
     "/settings/",
@@ -55,7 +57,9 @@ COUNT_REFRESHES = """(id) => {
 
 @pytest.fixture
 def world() -> None:
-    seed_demo_world(timezone.now())
+    now = timezone.now()
+    seed_demo_world(now)
+    timeline.record_published(now=now)  # the pool timeline has rows to show
 
 
 @pytest.fixture
