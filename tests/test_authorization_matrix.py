@@ -62,6 +62,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     # The last write of the matrix on its candidate: a delete (the world is fresh per case).
     ("POST", "candidates/<int:candidate_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
+    ("GET", "pools/timeline/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("GET", "settings/"): PAGE,
     ("POST", "settings/update/"): DASHBOARD_WRITE,
@@ -123,6 +124,7 @@ API_GATEWAY_OPERATIONS = {
     ("GET", "/api/v1/models"),
     ("GET", "/api/v1/pools/{auto_id}"),
     ("POST", "/api/v1/pools/{auto_id}"),
+    ("GET", "/api/v1/pools/{auto_id}/history"),
     ("GET", "/api/v1/prices"),
     ("GET", "/api/v1/settings/ladder"),
     ("POST", "/api/v1/spend"),
