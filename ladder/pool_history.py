@@ -30,6 +30,22 @@ HISTORY_MAX_LIMIT = 500
 class TransitionOut(Schema):
     """One (provider, model, connection) pair entering or leaving a published pool."""
 
+    model_config = {
+        "json_schema_extra": {
+            "example": {
+                "at": "2026-11-29T14:02:00.000Z",
+                "auto_id": "auto/subscription",
+                "change": "left",
+                "provider": "claude",
+                "model": "claude-sonnet-4-5",
+                "connection_id": "claude-max-1",
+                "rung": "subscription",
+                "reason": "quota_exhausted",
+                "detail": "1 % remaining is at or below the exit cutoff (2 %)",
+            }
+        }
+    }
+
     at: datetime
     auto_id: str
     change: Literal["entered", "left"]

@@ -11,8 +11,8 @@ from ladder.web import (
     overview,
     pools,
     reports,
-    timeline,
     settings,
+    timeline,
     tokens,
 )
 

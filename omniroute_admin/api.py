@@ -8,8 +8,8 @@ from billing import services as billing_services
 from billing.api import router as billing_router
 from ladder import services as ladder_services
 from ladder.api import router as ladder_router
-from ladder.pool_history import router as pool_history_router
 from ladder.crypto import CredentialKeyMissing
+from ladder.pool_history import router as pool_history_router
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
 

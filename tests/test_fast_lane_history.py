@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from omniroute_admin.fast_lane import PoolFastLane
+from tests import test_fast_lane
 from tests.ladder.factories import make_candidate
 from tests.test_fast_lane import POOL, CountingDjango, call, served
 
 pytestmark = pytest.mark.django_db
 
-# Fixtures of the fast lane's tests.
-from tests.test_fast_lane import django_app, gateway, lane, plan  # noqa: E402, F401
+# The fast lane's fixtures (django_app, gateway, lane, plan), shared with its tests.
+django_app = test_fast_lane.django_app
+gateway = test_fast_lane.gateway
+lane = test_fast_lane.lane
+plan = test_fast_lane.plan
 
 
 @pytest.mark.usefixtures("plan")
@@ -44,7 +49,8 @@ def test_a_history_pages_headers_are_never_replayed_on_a_pool_answer(
     fresh = PoolFastLane(django_app)
     # A history page with a next page is the first 200 this lane sees for the shape.
     first_page = call(fresh, POOL + "/history?limit=1", token=gateway)
-    assert first_page.code == 200 and first_page.header("Link") is not None
+    assert first_page.code == 200
+    assert first_page.header("Link") is not None
     call(fresh, token=gateway)  # Django's (the lane has no decision of its own yet)
 
     before = django_app.calls

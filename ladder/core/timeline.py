@@ -46,7 +46,9 @@ class Transition:
     detail: str
 
 
-NO_LONGER_LISTED = "No longer a registered candidate of this pool (deleted, or its connection list changed)"
+NO_LONGER_LISTED = (
+    "No longer a registered candidate of this pool (deleted, or its connection list changed)"
+)
 
 
 def membership(decision: Decision) -> dict[Member, Rung]:
@@ -61,7 +63,7 @@ def membership(decision: Decision) -> dict[Member, Rung]:
 
 def membership_rows(members: Membership) -> list[list[str | int]]:
     """The membership as sorted JSON rows `[provider, model, connection_id, rung]`."""
-    return sorted([*key, int(rung)] for key, rung in members.items())  # type: ignore[list-item]
+    return sorted([*key, int(rung)] for key, rung in members.items())
 
 
 def membership_from_rows(rows: Iterable[list[str | int]]) -> dict[Member, Rung]:
@@ -91,8 +93,8 @@ def transitions(
     new decision excluded it for, from `excluded`), then every pair that entered, each
     in (provider, model, connection) order. A pair whose rung changed leaves and enters."""
     why: dict[Member, Exclusion] = {}
-    for exclusion in excluded:
-        why.setdefault((exclusion.provider, exclusion.model, exclusion.connection_id), exclusion)
+    for out in excluded:
+        why.setdefault((out.provider, out.model, out.connection_id), out)
     left: list[Transition] = []
     entered: list[Transition] = []
     for key in sorted(before):

@@ -4,42 +4,73 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ladder', '0008_spend_day_totals'),
+        ("ladder", "0008_spend_day_totals"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PoolMembership',
+            name="PoolMembership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('auto_id', models.CharField(max_length=100, unique=True)),
-                ('members', models.JSONField(default=list)),
-                ('digest', models.CharField(max_length=32)),
-                ('version', models.PositiveBigIntegerField(default=1)),
-                ('computed_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("auto_id", models.CharField(max_length=100, unique=True)),
+                ("members", models.JSONField(default=list)),
+                ("digest", models.CharField(max_length=32)),
+                ("version", models.PositiveBigIntegerField(default=1)),
+                ("computed_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='PoolTransition',
+            name="PoolTransition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('auto_id', models.CharField(max_length=100)),
-                ('version', models.PositiveBigIntegerField()),
-                ('change', models.CharField(choices=[('entered', 'entered'), ('left', 'left')], max_length=8)),
-                ('provider', models.CharField(max_length=100)),
-                ('model', models.CharField(max_length=200)),
-                ('connection_id', models.CharField(max_length=128)),
-                ('rung', models.CharField(max_length=16, null=True)),
-                ('reason', models.CharField(max_length=32, null=True)),
-                ('detail', models.CharField(max_length=300)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField()),
+                ("auto_id", models.CharField(max_length=100)),
+                ("version", models.PositiveBigIntegerField()),
+                (
+                    "change",
+                    models.CharField(
+                        choices=[("entered", "entered"), ("left", "left")], max_length=8
+                    ),
+                ),
+                ("provider", models.CharField(max_length=100)),
+                ("model", models.CharField(max_length=200)),
+                ("connection_id", models.CharField(max_length=128)),
+                ("rung", models.CharField(max_length=16, null=True)),
+                ("reason", models.CharField(max_length=32, null=True)),
+                ("detail", models.CharField(max_length=300)),
             ],
             options={
-                'ordering': ('-at', '-id'),
-                'indexes': [models.Index(fields=['auto_id', '-at', '-id'], name='ladder_pool_auto_id_0bc429_idx'), models.Index(fields=['at'], name='ladder_pool_at_097d24_idx')],
-                'constraints': [models.UniqueConstraint(fields=('auto_id', 'version', 'change', 'provider', 'model', 'connection_id'), name='pool_transition_once_per_version')],
+                "ordering": ("-at", "-id"),
+                "indexes": [
+                    models.Index(
+                        fields=["auto_id", "-at", "-id"], name="ladder_pool_auto_id_0bc429_idx"
+                    ),
+                    models.Index(fields=["at"], name="ladder_pool_at_097d24_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=(
+                            "auto_id",
+                            "version",
+                            "change",
+                            "provider",
+                            "model",
+                            "connection_id",
+                        ),
+                        name="pool_transition_once_per_version",
+                    )
+                ],
             },
         ),
     ]

@@ -83,9 +83,7 @@ def note_decision(decision: Decision) -> list[Transition]:
                 computed_at=decision.computed_at,
             ):
                 return []  # another process moved it first: it records its own change
-            PoolTransition.objects.bulk_create(
-                [_row(transition, version) for transition in found]
-            )
+            PoolTransition.objects.bulk_create([_row(transition, version) for transition in found])
     except IntegrityError:
         return []  # another process created the first membership of this auto id
     _remember(auto_id, digest)

@@ -90,7 +90,9 @@ def pool_timeline(request: HtmxHttpRequest) -> TemplateResponse:
             bounds[name] = _instant(request.GET.get(name, "").strip())
         except ValueError:
             bounds[name] = None
-            notices.append(f"{name.capitalize()} is not a date and time (YYYY-MM-DDTHH:MM, UTC): ignored.")
+            notices.append(
+                f"{name.capitalize()} is not a date and time (YYYY-MM-DDTHH:MM, UTC): ignored."
+            )
     try:
         after = timeline.decode_transition_cursor(request.GET.get("after") or None)
     except ValueError as error:

@@ -35,11 +35,13 @@ def test_the_timeline_renders_its_transitions_with_a_text_alternative(
     page.get_by_role("link", name="Timeline: who entered or left, when and why").click()
 
     expect(page.get_by_role("heading", level=1)).to_have_text("Timeline of auto/subscription")
-    chart = page.get_by_role("img", name=f"Transitions of auto/subscription from")
+    chart = page.get_by_role("img", name="Transitions of auto/subscription from")
     expect(chart).to_have_count(1)
     described = chart.get_attribute("aria-labelledby") or ""
     assert "timeline-chart-desc" in described
-    expect(page.locator("#timeline-chart-desc")).to_contain_text("listed in the table below the chart")
+    expect(page.locator("#timeline-chart-desc")).to_contain_text(
+        "listed in the table below the chart"
+    )
     table = page.get_by_role("region", name="Transitions of auto/subscription")
     newest = table.locator("tbody tr").first
     expect(newest).to_contain_text("left")

@@ -95,7 +95,9 @@ def test_since_is_inclusive_and_until_exclusive(gateway: str) -> None:
     since = (NOW + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
     until = (NOW + timedelta(seconds=3)).isoformat().replace("+00:00", "Z")
 
-    pages = _pages(f"/api/v1/pools/auto/thrifty/history?since={since}&until={until}&limit=3", gateway)
+    pages = _pages(
+        f"/api/v1/pools/auto/thrifty/history?since={since}&until={until}&limit=3", gateway
+    )
 
     assert pages == [["c-5", "c-4", "c-3"], ["c-2"]]
 

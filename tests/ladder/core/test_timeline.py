@@ -59,15 +59,51 @@ def test_transitions_name_who_left_with_the_new_decisions_reason_then_who_entere
     before = membership(_decision([PINNED, ALLOWED]))
     after_decision = _decision(
         [ALLOWED._replace(allowed_connection_ids=("key-a", "key-c"))],
-        [Exclusion("claude", "sonnet", "plan-a", Rung.SUBSCRIPTION, Reason.COOLING_DOWN, "Cooling")],
+        [
+            Exclusion(
+                "claude", "sonnet", "plan-a", Rung.SUBSCRIPTION, Reason.COOLING_DOWN, "Cooling"
+            )
+        ],
     )
 
-    found = transitions("auto/thrifty", before, membership(after_decision), after_decision.excluded, AT)
+    found = transitions(
+        "auto/thrifty", before, membership(after_decision), after_decision.excluded, AT
+    )
 
     assert found == [
-        Transition(AT, "auto/thrifty", Change.LEFT, "claude", "sonnet", "plan-a", Rung.SUBSCRIPTION, Reason.COOLING_DOWN, "Cooling"),
-        Transition(AT, "auto/thrifty", Change.LEFT, "openai", "mini", "key-b", Rung.CHEAP, None, NO_LONGER_LISTED),
-        Transition(AT, "auto/thrifty", Change.ENTERED, "openai", "mini", "key-c", Rung.CHEAP, None, "In the pool on the cheap rung"),
+        Transition(
+            AT,
+            "auto/thrifty",
+            Change.LEFT,
+            "claude",
+            "sonnet",
+            "plan-a",
+            Rung.SUBSCRIPTION,
+            Reason.COOLING_DOWN,
+            "Cooling",
+        ),
+        Transition(
+            AT,
+            "auto/thrifty",
+            Change.LEFT,
+            "openai",
+            "mini",
+            "key-b",
+            Rung.CHEAP,
+            None,
+            NO_LONGER_LISTED,
+        ),
+        Transition(
+            AT,
+            "auto/thrifty",
+            Change.ENTERED,
+            "openai",
+            "mini",
+            "key-c",
+            Rung.CHEAP,
+            None,
+            "In the pool on the cheap rung",
+        ),
     ]
 
 

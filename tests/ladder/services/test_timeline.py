@@ -94,10 +94,12 @@ def test_a_scripted_sequence_gives_exactly_these_transitions_in_order() -> None:
     assert (budget.provider, budget.model, budget.detail) == (
         "openai",
         "gpt-4o-mini",
-        "The cheap rung spent 2.5 USD of its 2 USD month budget; the window ends 2026-12-01 00:00:00 UTC",
+        "The cheap rung spent 2.5 USD of its 2 USD month budget; "
+        "the window ends 2026-12-01 00:00:00 UTC",
     )
     entered = PoolTransition.objects.filter(auto_id="auto/thrifty").order_by("at", "id").first()
-    assert entered is not None and entered.detail == "In the pool on the subscription rung"
+    assert entered is not None
+    assert entered.detail == "In the pool on the subscription rung"
     stored = PoolMembership.objects.get(auto_id="auto/thrifty")
     assert (stored.version, stored.members) == (6, [["claude", "claude-sonnet-4-5", "plan", 0]])
 
@@ -122,7 +124,8 @@ def test_a_gateways_cache_miss_records_and_an_unchanged_recompute_costs_no_query
     timeline_sql = [q["sql"] for q in same_process.captured_queries if "ladder_pool" in q["sql"]]
     assert timeline_sql == []
     other_sql = [q["sql"] for q in other_process.captured_queries if "ladder_pool" in q["sql"]]
-    assert len(other_sql) == 1 and other_sql[0].startswith("SELECT")
+    assert len(other_sql) == 1
+    assert other_sql[0].startswith("SELECT")
     assert PoolTransition.objects.count() == 1
 
 
@@ -167,7 +170,9 @@ def test_transitions_are_pruned_with_the_readings_retention() -> None:
     timeline.record_published(now=NOW + s(3600))
 
     assert timeline.prune_transitions(older_than=NOW + s(1)) == 3
-    assert _rows("auto/subscription") == [(s(3600), "left", "plan", "subscription", "quota_exhausted")]
+    assert _rows("auto/subscription") == [
+        (s(3600), "left", "plan", "subscription", "quota_exhausted")
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
