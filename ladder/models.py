@@ -436,7 +436,6 @@ class PoolMembership(models.Model):
 
     auto_id = models.CharField(max_length=100, unique=True)
     members = models.JSONField(default=list)  # sorted [provider, model, connection_id, rung]
-    digest = models.CharField(max_length=32)
     version = models.PositiveBigIntegerField(default=1)
     computed_at = models.DateTimeField()
 

@@ -8,8 +8,6 @@ are not membership: they change without anyone entering or leaving.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,13 +67,6 @@ def membership_rows(members: Membership) -> list[list[str | int]]:
 def membership_from_rows(rows: Iterable[list[str | int]]) -> dict[Member, Rung]:
     """The inverse of `membership_rows`."""
     return {(str(p), str(m), str(c)): Rung(int(r)) for p, m, c, r in rows}
-
-
-def membership_digest(members: Membership) -> str:
-    """A short stable digest of a membership (what a process compares before asking the
-    database)."""
-    text = json.dumps(membership_rows(members), separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _entered_detail(rung: Rung) -> str:

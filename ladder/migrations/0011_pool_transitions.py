@@ -20,7 +20,6 @@ class Migration(migrations.Migration):
                 ),
                 ("auto_id", models.CharField(max_length=100, unique=True)),
                 ("members", models.JSONField(default=list)),
-                ("digest", models.CharField(max_length=32)),
                 ("version", models.PositiveBigIntegerField(default=1)),
                 ("computed_at", models.DateTimeField()),
             ],

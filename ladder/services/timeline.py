@@ -1,10 +1,11 @@
 """The pool timeline: record who entered or left a published pool, when and why.
 
 Recorded when a registered decision is computed (a cache miss, ladder.services.decisions)
-and by the beat (`record_published`), never per request. Each process keeps the digest
-of the membership it last saw recorded per auto id, so an unchanged recomputation costs
-no query; a different one costs one (the stored membership), and a real change a
-compare-and-set on the stored version plus one insert of its transitions. Two processes
+and by the beat (`record_published`), never per request. Each process keeps the
+membership it last saw recorded per auto id (compared in memory, no hashing, no JSON),
+so an unchanged recomputation costs no query; a different one costs one (the stored
+membership), and a real change a compare-and-set on the stored version plus one insert
+of its transitions. Two processes
 computing the same change race on the version: one wins, the other records nothing.
 """
 
@@ -20,22 +21,26 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
-from ladder.core import AutoId, Decision
+from ladder.core import AutoId, Decision, Rung
 from ladder.core.timeline import (
+    Member,
     Transition,
     membership,
-    membership_digest,
     membership_from_rows,
     membership_rows,
     transitions,
 )
+from ladder.core.types import DecidedCandidate
 from ladder.models import PoolMembership, PoolTransition
 
 DETAIL_MAX = 300
 
 _lock = threading.Lock()
-# auto id -> digest of the membership this process last saw stored.
-_known: dict[str, str] = {}
+# auto id -> the pool entries of the last decision this process saw recorded, and its
+# membership. The entries compare first (a tuple compare whose strings are shared with the
+# cached registered candidates: mostly identity checks); a reordered pool then compares
+# the membership (order-free).
+_known: dict[str, tuple[tuple[DecidedCandidate, ...], dict[Member, Rung]]] = {}
 
 
 def clear_known() -> None:
@@ -49,36 +54,37 @@ def note_decision(decision: Decision) -> list[Transition]:
     this decision's (none when unchanged or when a later decision was recorded first).
     No query when this process last saw the same membership stored."""
     auto_id = decision.auto_id.auto_id
+    known = _known.get(auto_id)
+    if known is not None and known[0] == decision.candidates:
+        return []
     members = membership(decision)
-    digest = membership_digest(members)
-    if _known.get(auto_id) == digest:
+    if known is not None and known[1] == members:
+        _remember(auto_id, decision, members)
         return []
     stored = (
         PoolMembership.objects.filter(auto_id=auto_id)
-        .values_list("members", "digest", "version", "computed_at")
+        .values_list("members", "version", "computed_at")
         .first()
     )
-    if stored is not None and (stored[1] == digest or stored[3] > decision.computed_at):
-        # Unchanged, or a later decision was recorded first: this one is history.
-        if stored[1] == digest:
-            _remember(auto_id, digest)
-        return []
     before = membership_from_rows(stored[0]) if stored is not None else {}
+    if stored is not None and (before == members or stored[2] > decision.computed_at):
+        # Unchanged, or a later decision was recorded first: this one is history.
+        if before == members:
+            _remember(auto_id, decision, members)
+        return []
     found = transitions(auto_id, before, members, decision.excluded, decision.computed_at)
-    version = stored[2] + 1 if stored is not None else 1
+    version = stored[1] + 1 if stored is not None else 1
     try:
         with transaction.atomic():
             if stored is None:
                 PoolMembership.objects.create(
                     auto_id=auto_id,
                     members=membership_rows(members),
-                    digest=digest,
                     version=version,
                     computed_at=decision.computed_at,
                 )
-            elif not PoolMembership.objects.filter(auto_id=auto_id, version=stored[2]).update(
+            elif not PoolMembership.objects.filter(auto_id=auto_id, version=stored[1]).update(
                 members=membership_rows(members),
-                digest=digest,
                 version=F("version") + 1,
                 computed_at=decision.computed_at,
             ):
@@ -86,13 +92,13 @@ def note_decision(decision: Decision) -> list[Transition]:
             PoolTransition.objects.bulk_create([_row(transition, version) for transition in found])
     except IntegrityError:
         return []  # another process created the first membership of this auto id
-    _remember(auto_id, digest)
+    _remember(auto_id, decision, members)
     return found
 
 
-def _remember(auto_id: str, digest: str) -> None:
+def _remember(auto_id: str, decision: Decision, members: dict[Member, Rung]) -> None:
     with _lock:
-        _known[auto_id] = digest
+        _known[auto_id] = (decision.candidates, members)
 
 
 def _row(transition: Transition, version: int) -> PoolTransition:

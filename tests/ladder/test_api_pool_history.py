@@ -20,7 +20,7 @@ def gateway() -> str:
 
 
 def _transitions(auto_id: str, count: int) -> None:
-    PoolMembership.objects.create(auto_id=auto_id, members=[], digest="x", computed_at=NOW)
+    PoolMembership.objects.create(auto_id=auto_id, members=[], computed_at=NOW)
     PoolTransition.objects.bulk_create(
         PoolTransition(
             at=NOW + timedelta(seconds=index // 2),  # two per instant: the id breaks ties

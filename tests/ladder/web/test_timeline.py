@@ -31,7 +31,7 @@ def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _transitions(count: int, auto_id: str = "auto/thrifty") -> None:
     PoolMembership.objects.get_or_create(
-        auto_id=auto_id, defaults={"members": [], "digest": "x", "computed_at": NOW}
+        auto_id=auto_id, defaults={"members": [], "computed_at": NOW}
     )
     PoolTransition.objects.bulk_create(
         PoolTransition(
