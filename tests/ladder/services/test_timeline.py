@@ -207,3 +207,35 @@ def test_two_concurrent_recorders_record_a_change_once() -> None:
         (s(5), "left", "plan", "subscription", "quota_exhausted"),
     ]
     assert PoolMembership.objects.get(auto_id="auto/subscription").version == 2
+
+
+def test_the_beat_task_records_and_the_pruning_job_prunes() -> None:
+    from django.utils import timezone
+
+    from ladder import tasks
+
+    _world()
+    now = timezone.now()
+    make_reading("plan", remaining_percent=60.0, now=now, checked_at=now)
+    old = PoolTransition.objects.create(
+        at=now - timedelta(days=15),
+        auto_id="auto/subscription",
+        version=0,
+        change="left",
+        provider="claude",
+        model="claude-sonnet-4-5",
+        connection_id="plan",
+        rung="subscription",
+        reason="quota_exhausted",
+        detail="long ago",
+    )
+
+    tasks.record_pool_timeline_task()
+    tasks.prune_readings_task()  # QUOTA_READING_RETENTION_DAYS: 14
+
+    assert not PoolTransition.objects.filter(pk=old.pk).exists()
+    assert sorted(PoolTransition.objects.values_list("auto_id", "change", "connection_id")) == [
+        ("auto/subscription", "entered", "plan"),
+        ("auto/thrifty", "entered", "key"),
+        ("auto/thrifty", "entered", "plan"),
+    ]
