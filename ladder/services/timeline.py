@@ -49,12 +49,14 @@ def clear_known() -> None:
         _known.clear()
 
 
-def note_decision(decision: Decision) -> list[Transition]:
+def note_decision(decision: Decision, *, verify: bool = False) -> list[Transition]:
     """Record the transitions from the stored membership of the decision's auto id to
     this decision's (none when unchanged or when a later decision was recorded first).
-    No query when this process last saw the same membership stored."""
+    No query when this process last saw the same membership stored, unless `verify`
+    (the beat: another process may have stored a membership since, which this one must
+    then move back)."""
     auto_id = decision.auto_id.auto_id
-    known = _known.get(auto_id)
+    known = None if verify else _known.get(auto_id)
     if known is not None and known[0] == decision.candidates:
         return []
     members = membership(decision)
@@ -120,7 +122,9 @@ def record_published(*, now: datetime) -> int:
     """Decide every published auto id over the registered candidates (through this
     process's decision cache: a miss records its transitions) so that changes time alone
     makes (a reset passing, a reading going stale) are recorded even when no gateway
-    asks. The number of auto ids decided."""
+    asks, and check each against the stored membership (one query per auto id): a
+    change some process saw and no process recorded the end of is recorded within one
+    beat period. The number of auto ids decided."""
     from billing import services as billing_services
     from ladder.services.dashboard import published_auto_ids
     from ladder.services.decisions import _registered_for, decide_registered
@@ -129,7 +133,7 @@ def record_published(*, now: datetime) -> int:
     candidates, _, _ = _registered_for(counters[1])
     auto_ids = published_auto_ids(candidates)
     for auto_id in auto_ids:
-        decide_registered(auto_id, now=now, counters=counters)
+        note_decision(decide_registered(auto_id, now=now, counters=counters), verify=True)
     return len(auto_ids)
 
 

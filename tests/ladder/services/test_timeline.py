@@ -246,3 +246,28 @@ def test_the_beat_task_records_and_the_pruning_job_prunes() -> None:
         ("auto/thrifty", "entered", "key"),
         ("auto/thrifty", "entered", "plan"),
     ]
+
+
+def test_the_beat_records_a_return_no_process_saw_recorded() -> None:
+    _world()
+    make_reading("plan", remaining_percent=60.0, now=NOW)
+    timeline.record_published(now=NOW)  # this process knows the plan is in
+    # Another process records the plan leaving (a short cooldown this one never saw).
+    services.apply_event("plan", kind="rate_limited", now=NOW + s(10))
+    elsewhere = services.decide_published(now=NOW + s(10))[0]
+    known = dict(timeline._known)
+    timeline.clear_known()
+    timeline.note_decision(elsewhere)
+    timeline._known.update(known)
+    # The cooldown is over: this process's pool equals what it last saw recorded.
+    counters = billing_services.change_counters()
+    services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + s(20), counters=counters)
+    assert len(_rows("auto/subscription")) == 2  # the hot path's shortcut: no query
+
+    timeline.record_published(now=NOW + s(21))
+
+    assert _rows("auto/subscription") == [
+        (s(0), "entered", "plan", "subscription", None),
+        (s(10), "left", "plan", "subscription", "cooling_down"),
+        (s(20), "entered", "plan", "subscription", None),
+    ]
