@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import notifications, simulations, webhooks
+from ladder.services import notifications, simulations, timeline, webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,15 @@ def prune_readings_task() -> None:
     cutoff = timezone.now() - timedelta(days=settings.QUOTA_READING_RETENTION_DAYS)
     deleted = services.prune_readings(older_than=cutoff)
     logger.info("pruned %d readings older than %s", deleted, cutoff.isoformat())
+    deleted = timeline.prune_transitions(older_than=cutoff)
+    logger.info("pruned %d pool transitions older than %s", deleted, cutoff.isoformat())
+
+
+@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
+def record_pool_timeline_task() -> None:
+    """Decide the published pools so that changes time alone makes are recorded even
+    when no gateway asks (ladder.services.timeline; a cached decision costs one query)."""
+    timeline.record_published(now=timezone.now())
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)

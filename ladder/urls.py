@@ -13,6 +13,7 @@ from ladder.web import (
     pools,
     reports,
     settings,
+    timeline,
     tokens,
 )
 
@@ -69,6 +70,7 @@ urlpatterns = [
         name="candidate-delete",
     ),
     path("pools/", pools.pools, name="pools"),
+    path("pools/timeline/", timeline.pool_timeline, name="pool-timeline"),
     path("reports/simulation/", reports.simulation_report, name="simulation-report"),
     path("reports/simulation/run/", reports.simulation_start, name="simulation-start"),
     path(

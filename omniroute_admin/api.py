@@ -11,6 +11,7 @@ from ladder import services as ladder_services
 from ladder import spend_api  # noqa: F401  (GET /spend, on the ladder router)
 from ladder.api import router as ladder_router
 from ladder.crypto import CredentialKeyMissing
+from ladder.pool_history import router as pool_history_router
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
 
@@ -53,4 +54,6 @@ FIELD_ERRORS: dict[type[Exception], str] = {CredentialKeyMissing: "credential"}
 install_handlers(api, DOMAIN_STATUSES, FIELD_ERRORS)
 api.add_router("", billing_router)
 api.add_router("", alias_router)
+# Before the ladder's: its /pools/{path:auto_id} would take ".../history" as an auto id.
+api.add_router("", pool_history_router)
 api.add_router("", ladder_router)

@@ -44,6 +44,9 @@ from omniroute_admin.deadline import (
 logger = logging.getLogger(__name__)
 
 POOLS_PREFIX = "/api/v1/pools/"
+# `GET /api/v1/pools/<auto id>/history` (ladder.pool_history) is Django's, always: never
+# answered here, and its headers (a page's `Link`) never learned for a shape.
+HISTORY_SUFFIX = "/history"
 BEARER = "Bearer "
 # Request shapes whose headers are kept: a handful in practice (the hosts a load balancer
 # sends); the bound only stops a stream of made-up Host headers from growing it.
@@ -75,6 +78,7 @@ class PoolFastLane:
         if (
             method not in ("GET", "POST")
             or not path.startswith(POOLS_PREFIX)
+            or path.rstrip("/").endswith(HISTORY_SUFFIX)
             or not path.isascii()
             or environ.get("SCRIPT_NAME")
             or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)

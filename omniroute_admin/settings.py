@@ -366,6 +366,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": NOTIFY_EVALUATE_SECONDS,
         "options": {"expires": NOTIFY_EVALUATE_SECONDS},
     },
+    # The pool timeline (docs/HOT_PATH.md): time-driven changes within one beat period.
+    "record-pool-timeline": {
+        "task": "ladder.tasks.record_pool_timeline_task",
+        "schedule": QUOTA_BEAT_SECONDS,
+        "options": {"expires": QUOTA_BEAT_SECONDS},
+    },
     "prune-readings": {
         "task": "ladder.tasks.prune_readings_task",
         "schedule": 3600.0,

@@ -63,6 +63,7 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     # The last write of the matrix on its candidate: a delete (the world is fresh per case).
     ("POST", "candidates/<int:candidate_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
+    ("GET", "pools/timeline/"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("POST", "reports/simulation/run/"): DASHBOARD_WRITE,
     ("GET", "reports/simulation/runs/<int:run_id>/"): PAGE,
@@ -133,6 +134,7 @@ API_GATEWAY_OPERATIONS = {
     ("GET", "/api/v1/models"),
     ("GET", "/api/v1/pools/{auto_id}"),
     ("POST", "/api/v1/pools/{auto_id}"),
+    ("GET", "/api/v1/pools/{auto_id}/history"),
     ("GET", "/api/v1/prices"),
     ("GET", "/api/v1/settings/ladder"),
     ("POST", "/api/v1/spend"),

@@ -18,6 +18,7 @@ from billing.tiers import PriceBook
 from ladder import core
 from ladder.core import AutoId, CandidateIn, Decision, LadderConfig
 from ladder.lru import ByteBoundedLRU
+from ladder.services import timeline
 from ladder.services.config import load_config
 from ladder.services.loading import (
     load_views,
@@ -113,6 +114,7 @@ def clear_caches() -> None:
         _snapshot = None
         _registered = None
         _decisions.clear()
+    timeline.clear_known()
 
 
 def current_snapshot(config_version: int) -> Snapshot:
@@ -229,6 +231,10 @@ def _compute(
     spend = spend_in_window(config, now) if has_budget else {}
     tiers = tiers_of(candidates, snapshot.prices, config)
     decision = core.decide(auto_id, candidates, views, tiers, spend, config, now)
+    if key[1] == "registered":
+        # The pool timeline: no query unless the membership differs from the one this
+        # process last saw recorded (ladder.services.timeline).
+        timeline.note_decision(decision)
     _decisions.put(
         key,
         _CachedDecision(decision, decision.valid_until),

@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from billing.services import record_audit
+from ladder.services import timeline
 from tests.e2e.conftest import sign_in
 from tests.ladder.factories import make_token
 from tests.worlds import make_user, seed_demo_world
@@ -34,6 +35,7 @@ PAGES = (
     "/candidates/?connection=openai-key",
     "/pools/?auto_id=auto/thrifty",
     "/pools/?auto_id=auto/subscription",
+    "/pools/timeline/?auto_id=auto/thrifty",
     "/catalog/",
     "/prices/",
     "/settings/",
@@ -57,7 +59,9 @@ COUNT_REFRESHES = """(id) => {
 
 @pytest.fixture
 def world() -> None:
-    seed_demo_world(timezone.now())
+    now = timezone.now()
+    seed_demo_world(now)
+    timeline.record_published(now=now)  # the pool timeline has rows to show
     # The audit page with a change of each shape: an update, a creation, a deletion.
     record_audit(
         target_type="settings",

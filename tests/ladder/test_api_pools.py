@@ -667,7 +667,12 @@ def operator() -> str:
 # A decision computed afresh: the token (with the change counters in the same query),
 # registered candidates, settings, catalog, prices, the window's spend, the referenced
 # connections with their readings.
-GET_POOL_QUERIES = 7
+# Plus, the first time any process computes a registered pool, the pool timeline's first
+# record of it (ladder.services.timeline): the stored membership, a savepoint, its row, one
+# insert of every transition, the release. A recomputation with the membership unchanged
+# adds nothing in the same process (tests/ladder/services/test_timeline.py).
+TIMELINE_FIRST_RECORD_QUERIES = 5
+GET_POOL_QUERIES = 7 + TIMELINE_FIRST_RECORD_QUERIES
 # The same without the candidates: the gateway sends its own.
 POST_POOL_QUERIES = 6
 # The same decision again with nothing written since: the token query alone.

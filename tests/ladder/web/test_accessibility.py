@@ -22,6 +22,7 @@ PAGES = (
     "/connections/",
     "/connections/claude-max-1/",
     "/pools/?auto_id=auto/thrifty",
+    "/pools/timeline/?auto_id=auto/thrifty",
     "/catalog/",
     "/prices/",
     "/settings/",

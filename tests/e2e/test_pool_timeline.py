@@ -1,0 +1,63 @@
+"""The pool timeline page in real Chromium: with recorded transitions it lists them,
+its strip chart is an image named by a title and description that point to the table,
+the since filter swaps the table in place, and axe finds nothing serious."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.utils import timezone
+from playwright.sync_api import Page, expect
+from pytest_django.live_server_helper import LiveServer
+
+from ladder.services import timeline
+from tests.e2e.conftest import sign_in
+from tests.ladder.factories import make_reading
+from tests.worlds import make_user, seed_demo_world
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_timeline_renders_its_transitions_with_a_text_alternative(
+    page: Page, live_server: LiveServer, console_errors: list[str]
+) -> None:
+    now = timezone.now().replace(microsecond=0)
+    seed_demo_world(now - timedelta(minutes=1), history=False)
+    timeline.record_published(now=now - timedelta(minutes=1))
+    make_reading("claude-max-1", remaining_percent=1.0, now=now)
+    timeline.record_published(now=now)
+    make_user("olga", "viewer")
+    sign_in(page, live_server.url, "olga")
+
+    page.goto(f"{live_server.url}/pools/?auto_id=auto/subscription")
+    page.get_by_role("link", name="Timeline: who entered or left, when and why").click()
+
+    expect(page.get_by_role("heading", level=1)).to_have_text("Timeline of auto/subscription")
+    chart = page.get_by_role("img", name="Transitions of auto/subscription from")
+    expect(chart).to_have_count(1)
+    described = chart.get_attribute("aria-labelledby") or ""
+    assert "timeline-chart-desc" in described
+    expect(page.locator("#timeline-chart-desc")).to_contain_text(
+        "listed in the table below the chart"
+    )
+    table = page.get_by_role("region", name="Transitions of auto/subscription")
+    newest = table.locator("tbody tr").first
+    expect(newest).to_contain_text("left")
+    expect(newest).to_contain_text("claude-max-1")
+    expect(newest).to_contain_text("quota_exhausted")
+    rows = table.locator("tbody tr").count()
+    assert rows >= 2
+
+    # The since filter keeps only the latest instant's transitions, swapped in place.
+    page.get_by_label("Since (UTC)").fill(now.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.get_by_role("button", name="Filter").click()
+    expect(table.locator("tbody tr")).not_to_have_count(rows)
+    expect(table.locator("tbody tr").first).to_contain_text("quota_exhausted")
+    assert "since=" in page.url
+
+    results = Axe().run(page)
+    serious = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+    assert serious == []
+    assert [e for e in console_errors if "Content Security Policy" in e] == []
