@@ -20,6 +20,7 @@ def test_an_anthropic_plan_window_429_is_quota_exhausted() -> None:
     assert event_for_response(429, headers, now=NOW) == {
         "kind": "quota_exhausted",
         "retry_after_seconds": 120.0,
+        "reset_at": "2025-12-01T12:00:00+00:00",
         "headers": {
             "anthropic-ratelimit-unified-status": "rejected",
             "anthropic-ratelimit-unified-reset": "1764590400",

@@ -95,6 +95,19 @@ class OmniRouteServer:
             headers={"Authorization": f"Bearer {token}"}, timeout=10,
         )
 
+    def ledger(self) -> list[dict[str, Any]]:
+        """The spend ledger's rows, read from the server's database (this server has no
+        `GET /api/v1/spend` listing yet)."""
+        import json
+
+        code = (
+            "import json; from ladder.models import SpendEntry; print(json.dumps([{"
+            "'connection_id': e.connection_id, 'cost_usd': str(e.cost_usd), 'rung': e.rung,"
+            "'input_tokens': e.input_tokens, 'output_tokens': e.output_tokens}"
+            " for e in SpendEntry.objects.order_by('id')]))"
+        )
+        return list(json.loads(self._manage("shell", "-c", code).strip().splitlines()[-1]))
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

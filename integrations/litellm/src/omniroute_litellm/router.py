@@ -32,6 +32,7 @@ log = logging.getLogger("omniroute_litellm")
 T = TypeVar("T")
 PLAN_RUNGS = ("subscription", "keyless")
 _META = "omniroute"
+_CALLBACK_LISTS = ("callbacks", "_async_success_callback", "_async_failure_callback", "success_callback", "failure_callback")
 
 
 class NoCapacity(Exception):
@@ -129,7 +130,10 @@ class OmniRouteRouter:
         self.router = Router(model_list=[*model_list, *copies], **router_kwargs)
         self.requests: dict[str, dict[str, Any]] = {}
         self.hooks = _Hooks(self)
-        litellm.callbacks = [*litellm.callbacks, self.hooks]
+        manager = litellm.logging_callback_manager
+        manager.add_litellm_callback(self.hooks)
+        manager.add_litellm_async_success_callback(self.hooks)
+        manager.add_litellm_async_failure_callback(self.hooks)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
 
@@ -265,7 +269,10 @@ class OmniRouteRouter:
 
     def close(self) -> None:
         """Flush the reports and stop the client's threads."""
-        litellm.callbacks = [c for c in litellm.callbacks if c is not self.hooks]
+        for hooks in _CALLBACK_LISTS:
+            callbacks = getattr(litellm, hooks, None)
+            while isinstance(callbacks, list) and self.hooks in callbacks:
+                callbacks.remove(self.hooks)
         self.client.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)

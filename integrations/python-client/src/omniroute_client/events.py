@@ -103,6 +103,16 @@ def _codex_reset(body: Any, now: datetime) -> datetime | None:
     return None
 
 
+def _unified_reset(kept: Mapping[str, str]) -> datetime | None:
+    """Anthropic's own statement of when a rejected plan window opens again."""
+    if kept.get("anthropic-ratelimit-unified-status", "").lower() != "rejected":
+        return None
+    try:
+        return datetime.fromtimestamp(float(kept["anthropic-ratelimit-unified-reset"]), UTC)
+    except (KeyError, ValueError, OverflowError, OSError):
+        return None
+
+
 def is_quota_exhaustion(headers: Mapping[str, str], body: Any = None) -> bool:
     """Does this 429 say the plan's window is used up (not a per-minute rate limit)?"""
     kept = understood_headers(headers)
@@ -140,7 +150,7 @@ def event_for_response(
             "kind": "quota_exhausted" if quota else "rate_limited",
             "retry_after_seconds": retry_after_seconds(headers, now),
         }
-        reset = _codex_reset(body, now) if quota else None
+        reset = (_unified_reset(kept) or _codex_reset(body, now)) if quota else None
         if reset is not None:
             event["reset_at"] = reset.isoformat()
         if kept:
@@ -161,12 +171,19 @@ def event_for_exception(exc: BaseException, *, now: datetime | None = None) -> d
     response = getattr(exc, "response", None)
     status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
     headers: Mapping[str, str] = {}
-    raw = getattr(response, "headers", None) or getattr(exc, "headers", None)
-    if raw is not None:
+    # LiteLLM keeps the upstream's headers in `litellm_response_headers` (its `response`
+    # is a rebuilt one without them); httpx and the SDKs in `response.headers`.
+    for raw in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+        getattr(response, "headers", None),
+    ):
         try:
-            headers = {str(k): str(v) for k, v in dict(raw).items()}
+            headers = {str(k): str(v) for k, v in dict(raw or {}).items()}
         except (TypeError, ValueError):
             headers = {}
+        if headers:
+            break
     body: Any = getattr(exc, "body", None) or getattr(exc, "message", None) or str(exc)
     if response is not None and body is None:
         body = getattr(response, "text", None)
