@@ -14,13 +14,28 @@ from omniroute_client import AsyncOmniRouteClient, ControlPlaneUnavailable, Omni
 from tests.integration.tcp_proxy import TcpProxy
 from tests.integrations.conftest import Clock
 
-PLAN = {"provider": "claude", "model": "claude-sonnet-4", "connection_id": "plan-1", "ref": "d-plan"}
+PLAN = {
+    "provider": "claude",
+    "model": "claude-sonnet-4",
+    "connection_id": "plan-1",
+    "ref": "d-plan",
+}
 KEY = {"provider": "openai", "model": "gpt-4o-mini", "connection_id": "key-1", "ref": "d-key"}
 
 
 def _setup(client: OmniRouteClient) -> None:
-    assert client.call("PUT", "/connections/plan-1", {"provider": "claude", "auth_type": "oauth"}).status_code == 200
-    assert client.call("PUT", "/connections/key-1", {"provider": "openai", "auth_type": "apikey"}).status_code == 200
+    assert (
+        client.call(
+            "PUT", "/connections/plan-1", {"provider": "claude", "auth_type": "oauth"}
+        ).status_code
+        == 200
+    )
+    assert (
+        client.call(
+            "PUT", "/connections/key-1", {"provider": "openai", "auth_type": "apikey"}
+        ).status_code
+        == 200
+    )
     reset = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     reading = {"remaining_percent": 80.0, "reset_at": reset}
     assert client.call("POST", "/connections/plan-1/readings", reading).status_code == 201
@@ -63,7 +78,8 @@ def test_its_own_event_invalidates_at_once(client: OmniRouteClient) -> None:
             "retry-after": "1800",
         },
     )
-    assert event is not None and event["kind"] == "quota_exhausted"
+    assert event is not None
+    assert event["kind"] == "quota_exhausted"
     assert client.flush()
     decision = client.pool("auto/subscription", [PLAN, KEY])
     assert decision.candidates == []
@@ -106,7 +122,8 @@ def test_concurrent_identical_requests_make_one_fetch(client: OmniRouteClient) -
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(answers) == 8 and len({id(a) for a in answers}) == 1
+    assert len(answers) == 8
+    assert len({id(a) for a in answers}) == 1
     assert client.stats["fetches"] == 1
 
 
@@ -128,7 +145,8 @@ def test_the_async_client_coalesces_and_caches(
 
     answers, stats = asyncio.run(run())
     assert len({id(a) for a in answers}) == 1
-    assert stats["fetches"] == 1 and stats["hits"] == 1
+    assert stats["fetches"] == 1
+    assert stats["hits"] == 1
 
 
 def test_spend_goes_in_batches_and_lands_once(client: OmniRouteClient) -> None:
@@ -170,7 +188,8 @@ def test_unreachable_thrifty_serves_the_last_good_decision_for_a_bounded_time(
         proxy.refuse()
         clock.now += 30
         stale = cut.pool("auto/thrifty", [PLAN, KEY])
-        assert stale.stale is True and _refs(stale) == _refs(thrifty)
+        assert stale.stale is True
+        assert _refs(stale) == _refs(thrifty)
         with pytest.raises(ControlPlaneUnavailable):
             cut.pool("auto/subscription", [PLAN, KEY])
         clock.now += 31  # past the grace period: thrifty fails closed too

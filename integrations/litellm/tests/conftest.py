@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from server import OmniRouteServer  # noqa: E402
+from server import OmniRouteServer
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,18 @@ class OmniRouteServer:
     def __init__(self, tmp: Path, extra_env: dict[str, str] | None = None) -> None:
         self.python = server_python()
         key = subprocess.run(
-            [self.python, "-c", "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"],
-            check=True, capture_output=True, text=True,
+            [
+                self.python,
+                "-c",
+                "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "VIRTUAL_ENV"))}
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "VIRTUAL_ENV"))
+        }
         self.env.update(
             {
                 "PYTHONPATH": str(ROOT),
@@ -47,15 +55,35 @@ class OmniRouteServer:
         self.env.pop("CELERY_BROKER_URL_OVERRIDE", None)
         (tmp / "broker").mkdir(exist_ok=True)
         self._manage("migrate", "--noinput")
-        self.gateway_token = self._manage("create_api_token", "gateway", "--scope", "gateway").strip()
-        self.operator_token = self._manage("create_api_token", "operator", "--scope", "operator").strip()
+        self.gateway_token = self._manage(
+            "create_api_token", "gateway", "--scope", "gateway"
+        ).strip()
+        self.operator_token = self._manage(
+            "create_api_token", "operator", "--scope", "operator"
+        ).strip()
         self.log: list[str] = []
         self.base_url = ""
         self._listening = threading.Event()
         self.process = subprocess.Popen(
-            [self.python, "-m", "gunicorn", "omniroute_admin.wsgi:application", "--bind", "127.0.0.1:0",
-             "--workers", "1", "--threads", "8", "--graceful-timeout", "5"],
-            cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                self.python,
+                "-m",
+                "gunicorn",
+                "omniroute_admin.wsgi:application",
+                "--bind",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--graceful-timeout",
+                "5",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         threading.Thread(target=self._read, daemon=True).start()
         if not self._listening.wait(READY_TIMEOUT):
@@ -74,10 +102,16 @@ class OmniRouteServer:
 
     def _manage(self, *args: str) -> str:
         done = subprocess.run(
-            [self.python, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True
+            [self.python, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
         )
         if done.returncode != 0:
-            raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+            )
         return done.stdout
 
     def _read(self) -> None:
@@ -88,11 +122,16 @@ class OmniRouteServer:
                 self.base_url = line.split("Listening at: ", 1)[1].split()[0]
                 self._listening.set()
 
-    def api(self, method: str, path: str, body: Any = None, *, operator: bool = True) -> httpx.Response:
+    def api(
+        self, method: str, path: str, body: Any = None, *, operator: bool = True
+    ) -> httpx.Response:
         token = self.operator_token if operator else self.gateway_token
         return httpx.request(
-            method, f"{self.base_url}/api/v1{path}", json=body,
-            headers={"Authorization": f"Bearer {token}"}, timeout=10,
+            method,
+            f"{self.base_url}/api/v1{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
         )
 
     def ledger(self) -> list[dict[str, Any]]:

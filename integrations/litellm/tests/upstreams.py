@@ -60,7 +60,9 @@ class FakeUpstream:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     @property
@@ -96,10 +98,19 @@ class FakeUpstream:
                 "anthropic-ratelimit-unified-5h-reset": str(reset),
                 "retry-after": retry,
             }
-            body = {"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limited"}}
+            body: dict[str, Any] = {
+                "type": "error",
+                "error": {"type": "rate_limit_error", "message": "Rate limited"},
+            }
         else:
             headers = {"retry-after": retry, "x-ratelimit-remaining-requests": "0"}
-            body = {"error": {"type": "requests", "code": "rate_limit_exceeded", "message": "Rate limit reached"}}
+            body = {
+                "error": {
+                    "type": "requests",
+                    "code": "rate_limit_exceeded",
+                    "message": "Rate limit reached",
+                }
+            }
         return 429, headers, body
 
     def _success(
@@ -114,7 +125,7 @@ class FakeUpstream:
                 "anthropic-ratelimit-unified-5h-utilization": f"{used_fraction:.4f}",
                 "anthropic-ratelimit-unified-5h-reset": str(reset),
             }
-            body = {
+            body: dict[str, Any] = {
                 "id": f"msg_{len(self.served)}",
                 "type": "message",
                 "role": "assistant",
@@ -131,7 +142,13 @@ class FakeUpstream:
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "ok"},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": {
                     "prompt_tokens": INPUT_TOKENS,
                     "completion_tokens": OUTPUT_TOKENS,

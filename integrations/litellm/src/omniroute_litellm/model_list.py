@@ -80,7 +80,9 @@ def build_candidates(model_list: list[dict[str, Any]], dispatch_prefix: str) -> 
         key = (group, provider, model)
         candidate = by_key.get(key)
         if candidate is None:
-            candidate = Candidate(ref=f"{group}|{provider}/{model}", group=group, provider=provider, model=model)
+            candidate = Candidate(
+                ref=f"{group}|{provider}/{model}", group=group, provider=provider, model=model
+            )
             by_key[key] = candidate
         for category in info.get("omniroute_categories") or []:
             if category not in candidate.categories:
@@ -121,7 +123,9 @@ def pool_candidates(candidates: list[Candidate], server_has_aliases: bool) -> li
     return pool
 
 
-def dispatch_order(decision_candidates: list[dict[str, Any]], candidates: list[Candidate]) -> list[tuple[Deployment, str | None]]:
+def dispatch_order(
+    decision_candidates: list[dict[str, Any]], candidates: list[Candidate]
+) -> list[tuple[Deployment, str | None]]:
     """The deployments to try, in the decision's order, each with the rung it is on."""
     by_ref = {candidate.ref: candidate for candidate in candidates}
     order: list[tuple[Deployment, str | None]] = []
@@ -130,7 +134,11 @@ def dispatch_order(decision_candidates: list[dict[str, Any]], candidates: list[C
         candidate = by_ref.get(str(entry.get("ref")))
         if candidate is None:
             continue
-        connections = [entry["connection_id"]] if entry.get("connection_id") else entry.get("allowed_connection_ids") or []
+        connections = (
+            [entry["connection_id"]]
+            if entry.get("connection_id")
+            else entry.get("allowed_connection_ids") or []
+        )
         for connection_id in connections:
             for deployment in candidate.deployments:
                 if deployment.connection_id == connection_id and deployment.dispatch_id not in seen:

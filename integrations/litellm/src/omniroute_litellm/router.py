@@ -26,24 +26,44 @@ from litellm import Router
 from litellm.integrations.custom_logger import CustomLogger
 from omniroute_client import ControlPlaneUnavailable, Decision, NotFound, OmniRouteClient
 
-from .model_list import Candidate, Deployment, build_candidates, catalog_provider, dispatch_order, pool_candidates
+from .model_list import (
+    Candidate,
+    Deployment,
+    build_candidates,
+    catalog_provider,
+    dispatch_order,
+    pool_candidates,
+)
 
 log = logging.getLogger("omniroute_litellm")
 T = TypeVar("T")
 PLAN_RUNGS = ("subscription", "keyless")
 _META = "omniroute"
-_CALLBACK_LISTS = ("callbacks", "_async_success_callback", "_async_failure_callback", "success_callback", "failure_callback")
+_CALLBACK_LISTS = (
+    "callbacks",
+    "_async_success_callback",
+    "_async_failure_callback",
+    "success_callback",
+    "failure_callback",
+)
 
 
 class NoCapacity(Exception):
     """No deployment may serve this auto id now. `retry_after`: seconds until the
     control plane expects one back (from `next_change_at`), None when unknown."""
 
-    def __init__(self, auto_id: str, retry_after: float | None, decision: Decision | None = None, reason: str = "") -> None:
+    def __init__(
+        self,
+        auto_id: str,
+        retry_after: float | None,
+        decision: Decision | None = None,
+        reason: str = "",
+    ) -> None:
         self.auto_id = auto_id
         self.retry_after = retry_after
         self.decision = decision
-        super().__init__(f"{auto_id}: no capacity{' (' + reason + ')' if reason else ''}; retry after {retry_after} s")
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"{auto_id}: no capacity{why}; retry after {retry_after} s")
 
 
 class _Hooks(CustomLogger):
@@ -64,13 +84,17 @@ class _Hooks(CustomLogger):
         if model != self.owner.dispatch_group:
             return healthy_deployments
         meta = ((request_kwargs or {}).get("metadata") or {}).get(_META) or {}
-        state = self.owner.requests.get(meta.get("token"))
+        state = self.owner.requests.get(str(meta.get("token")))
         if state is None:
             return healthy_deployments
         for dispatch_id in state["order"]:
             if dispatch_id not in state["tried"]:
                 state["tried"].add(dispatch_id)
-                return [d for d in healthy_deployments if (d.get("model_info") or {}).get("id") == dispatch_id]
+                return [
+                    d
+                    for d in healthy_deployments
+                    if (d.get("model_info") or {}).get("id") == dispatch_id
+                ]
         return []
 
     def _deployment(self, kwargs: dict) -> tuple[Deployment, dict] | None:
@@ -82,10 +106,14 @@ class _Hooks(CustomLogger):
             return None
         return deployment, meta
 
-    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+    async def async_log_success_event(
+        self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
         self.owner.on_success(kwargs, response_obj, self._deployment(kwargs))
 
-    async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+    async def async_log_failure_event(
+        self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
         found = self._deployment(kwargs)
         if found is not None and kwargs.get("exception") is not None:
             self.owner.client.report_exception(found[0].connection_id, kwargs["exception"])
@@ -156,7 +184,11 @@ class OmniRouteRouter:
                 }
                 answer = self.client.call("PUT", path, body)
                 if answer.status_code >= 400:
-                    log.warning("omniroute: registering %s answered %d", deployment.connection_id, answer.status_code)
+                    log.warning(
+                        "omniroute: registering %s answered %d",
+                        deployment.connection_id,
+                        answer.status_code,
+                    )
         existing = self.client.call("GET", "/candidates")
         stored = existing.json() if existing.status_code == 200 else []
         for body in self.pool_body:
@@ -164,9 +196,15 @@ class OmniRouteRouter:
                 continue
             answer = self.client.call("POST", "/candidates", body)
             if answer.status_code == 422 and "ref" in answer.text:  # a server without `ref`
-                answer = self.client.call("POST", "/candidates", {k: v for k, v in body.items() if k != "ref"})
+                answer = self.client.call(
+                    "POST", "/candidates", {k: v for k, v in body.items() if k != "ref"}
+                )
             if answer.status_code >= 400:
-                log.warning("omniroute: registering candidate %s answered %d", body["ref"], answer.status_code)
+                log.warning(
+                    "omniroute: registering candidate %s answered %d",
+                    body["ref"],
+                    answer.status_code,
+                )
 
     @staticmethod
     def _same_candidate(row: dict[str, Any], body: dict[str, Any]) -> bool:
@@ -176,7 +214,8 @@ class OmniRouteRouter:
             row.get("provider") == body["provider"]
             and row.get("model") == body["model"]
             and row.get("connection_id") == body.get("connection_id")
-            and (row.get("allowed_connection_ids") or None) == (body.get("allowed_connection_ids") or None)
+            and (row.get("allowed_connection_ids") or None)
+            == (body.get("allowed_connection_ids") or None)
         )
 
     # -- routing ------------------------------------------------------------------------
@@ -212,7 +251,12 @@ class OmniRouteRouter:
             "auto_id": decision.auto_id,
             "rungs": {d.dispatch_id: rung for d, rung in order},
         }
-        call = {**kwargs, "metadata": metadata, "model": self.dispatch_group, "num_retries": len(order) - 1}
+        call = {
+            **kwargs,
+            "metadata": metadata,
+            "model": self.dispatch_group,
+            "num_retries": len(order) - 1,
+        }
         return token, call
 
     async def acompletion(self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
@@ -235,18 +279,26 @@ class OmniRouteRouter:
         with self._loop_lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, name="omniroute-litellm", daemon=True).start()
+                threading.Thread(
+                    target=self._loop.run_forever, name="omniroute-litellm", daemon=True
+                ).start()
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     # -- reports ------------------------------------------------------------------------
 
-    def on_success(self, kwargs: dict, response: Any, found: tuple[Deployment, dict] | None) -> None:
+    def on_success(
+        self, kwargs: dict, response: Any, found: tuple[Deployment, dict] | None
+    ) -> None:
         if found is None:
             return
         deployment, meta = found
         hidden = getattr(response, "_hidden_params", None) or {}
         raw = hidden.get("additional_headers") or {}
-        headers = {k.removeprefix("llm_provider-"): str(v) for k, v in raw.items() if k.startswith("llm_provider-")}
+        headers = {
+            k.removeprefix("llm_provider-"): str(v)
+            for k, v in raw.items()
+            if k.startswith("llm_provider-")
+        }
         self.client.report_response(deployment.connection_id, 200, headers)
         usage = getattr(response, "usage", None)
         rung = (meta.get("rungs") or {}).get(deployment.dispatch_id)
@@ -276,4 +328,3 @@ class OmniRouteRouter:
         self.client.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
-

@@ -180,13 +180,17 @@ class _Base:
         with self.lock:
             previous = self.entries.get(key)
             generation = self.generation
-        headers = {"If-None-Match": previous.decision.etag} if previous and previous.decision.etag else {}
+        headers = (
+            {"If-None-Match": previous.decision.etag} if previous and previous.decision.etag else {}
+        )
         return key, previous, generation, headers
 
     # -- the change feed ------------------------------------------------------------------
 
     def _follow_changes(self) -> None:
-        feed = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=FEED_WAIT_SECONDS + 10)
+        feed = httpx.Client(
+            base_url=self.base_url, headers=self.headers, timeout=FEED_WAIT_SECONDS + 10
+        )
         version: str | None = None
         try:
             while not self._closed.is_set():
@@ -211,8 +215,8 @@ class _Base:
                     self.invalidate()
                 version = self.feed_version = new
                 if not self.feed_live:
-                    self.invalidate()  # entries kept while it was down were capped: fine, but be sure
                     self.feed_live = True
+                    self.invalidate()  # from now on a kept decision may live until the feed moves
         finally:
             feed.close()
 
@@ -315,7 +319,9 @@ class OmniRouteClient(_Base):
             if candidates is None:
                 response = self.http.get(path, headers=headers)
             else:
-                response = self.http.post(path, json=self._request_body(candidates), headers=headers)
+                response = self.http.post(
+                    path, json=self._request_body(candidates), headers=headers
+                )
                 if self._is_ref_refusal(response):
                     self.ref_supported = False
                     response = self.http.post(path, json=self._request_body(candidates))

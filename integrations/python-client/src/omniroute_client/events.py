@@ -164,7 +164,9 @@ def event_for_response(
     return None
 
 
-def event_for_exception(exc: BaseException, *, now: datetime | None = None) -> dict[str, Any] | None:
+def event_for_exception(
+    exc: BaseException, *, now: datetime | None = None
+) -> dict[str, Any] | None:
     """The event for an exception raised by an upstream call: reads `status_code`,
     `response` (an httpx/requests-like response) and `headers` attributes when present;
     a timeout or connection failure with no status is `error`."""

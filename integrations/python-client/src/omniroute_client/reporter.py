@@ -107,7 +107,9 @@ class Reporter:
                     self._send(kind, batch)
                     break
                 except httpx.TransportError as error:
-                    log.warning("omniroute: sending %d %s reports failed: %s", len(batch), kind, error)
+                    log.warning(
+                        "omniroute: sending %d %s reports failed: %s", len(batch), kind, error
+                    )
             else:
                 self.dropped += len(batch)
                 continue
