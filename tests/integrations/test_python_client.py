@@ -200,3 +200,19 @@ def test_unreachable_thrifty_serves_the_last_good_decision_for_a_bounded_time(
     finally:
         cut.close()
         proxy.stop()
+
+
+def test_without_the_feed_only_spend_that_may_cross_a_budget_invalidates(
+    client: OmniRouteClient,
+) -> None:
+    _setup(client)
+    client.pool("auto/thrifty", [PLAN, KEY])
+    entry = {"connection_id": "plan-1", "provider": "claude", "model": "claude-sonnet-4"}
+    client.report_spend({**entry, "request_id": "plan-r1", "cost_usd": 0}, may_cross_budget=False)
+    assert client.flush()
+    client.pool("auto/thrifty", [PLAN, KEY])
+    assert client.stats["hits"] == 1
+    client.report_spend({**entry, "request_id": "key-r1", "connection_id": "key-1"})
+    assert client.flush()
+    client.pool("auto/thrifty", [PLAN, KEY])
+    assert (client.stats["hits"], client.stats["not_modified"]) == (1, 1)

@@ -316,7 +316,8 @@ class OmniRouteRouter:
                 "cost_usd": cost,
                 "input_tokens": getattr(usage, "prompt_tokens", None),
                 "output_tokens": getattr(usage, "completion_tokens", None),
-            }
+            },
+            may_cross_budget=rung not in (*PLAN_RUNGS, "free"),
         )
 
     def close(self) -> None:

@@ -227,11 +227,11 @@ class _Base:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _landed(self, kind: str) -> None:
+    def _landed(self, kind: str, invalidates: bool) -> None:
         # An event may change a pool: its landing invalidates. Spend changes one only by
         # crossing a budget, which moves the change version: the feed covers it, unless
         # the feed is not live.
-        if kind == "event" or not self.feed_live:
+        if kind == "event" or (invalidates and not self.feed_live):
             self.invalidate()
 
     def report_event(self, connection_id: str, event: dict[str, Any]) -> bool:
@@ -264,9 +264,14 @@ class _Base:
             self.report_event(connection_id, event)
         return event
 
-    def report_spend(self, entry: dict[str, Any]) -> bool:
-        """Queue one spend entry (SpendEntry of the API; `request_id` is its idempotency key)."""
-        return self.reporter.put("spend", entry)
+    def report_spend(self, entry: dict[str, Any], *, may_cross_budget: bool = True) -> bool:
+        """Queue one spend entry (SpendEntry of the API; `request_id` is its idempotency key).
+
+        Without a live change feed, the landing of spend that may cross a paid rung's budget
+        invalidates the kept decisions; pass `may_cross_budget=False` for spend on a
+        plan-included or free rung (it never counts against a budget) to spare the
+        revalidation."""
+        return self.reporter.put("spend", entry, invalidates=may_cross_budget)
 
     def flush(self, timeout: float = 10.0) -> bool:
         return self.reporter.flush(timeout)

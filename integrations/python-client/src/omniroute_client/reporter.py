@@ -29,12 +29,12 @@ class Reporter:
         *,
         max_queue: int = 10_000,
         flush_interval: float = 0.2,
-        on_landed: Callable[[str], None] | None = None,
+        on_landed: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.http = http
         self.flush_interval = flush_interval
-        self.on_landed = on_landed or (lambda kind: None)
-        self.queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(maxsize=max_queue)
+        self.on_landed = on_landed or (lambda kind, invalidates: None)
+        self.queue: queue.Queue[tuple[str, dict[str, Any], bool]] = queue.Queue(maxsize=max_queue)
         self.dropped = 0
         self.sent = {"spend": 0, "event": 0}
         self.batch_endpoints = {"spend": True, "event": True}
@@ -46,13 +46,16 @@ class Reporter:
         self._thread = threading.Thread(target=self._run, name="omniroute-reporter", daemon=True)
         self._thread.start()
 
-    def put(self, kind: str, item: dict[str, Any], *, urgent: bool = False) -> bool:
-        """Queue one report ("spend" or "event"); False (and counted) if the queue is full."""
+    def put(
+        self, kind: str, item: dict[str, Any], *, urgent: bool = False, invalidates: bool = True
+    ) -> bool:
+        """Queue one report ("spend" or "event"); False (and counted) if the queue is full.
+        `invalidates`: whether its landing may change a pool (passed to `on_landed`)."""
         with self._cond:
             if self._closed:
                 return False
             try:
-                self.queue.put_nowait((kind, item))
+                self.queue.put_nowait((kind, item, invalidates))
             except queue.Full:
                 self.dropped += 1
                 return False
@@ -80,7 +83,7 @@ class Reporter:
         while True:
             self._wake.wait(self.flush_interval)
             self._wake.clear()
-            items: list[tuple[str, dict[str, Any]]] = []
+            items: list[tuple[str, dict[str, Any], bool]] = []
             while len(items) < MAX_BATCH:
                 try:
                     items.append(self.queue.get_nowait())
@@ -96,10 +99,10 @@ class Reporter:
             elif self._closed:
                 return
 
-    def _send_all(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+    def _send_all(self, items: list[tuple[str, dict[str, Any], bool]]) -> None:
         # Keep the order of events (a success after a failure must land after it).
         for kind in ("event", "spend"):
-            batch = [item for k, item in items if k == kind]
+            batch = [item for k, item, _ in items if k == kind]
             if not batch:
                 continue
             for _attempt in range(SEND_ATTEMPTS):
@@ -114,7 +117,7 @@ class Reporter:
                 self.dropped += len(batch)
                 continue
             self.sent[kind] += len(batch)
-            self.on_landed(kind)
+            self.on_landed(kind, any(flag for k, _, flag in items if k == kind))
 
     def _send(self, kind: str, batch: list[dict[str, Any]]) -> None:
         path, key = ("/spend/batch", "entries") if kind == "spend" else ("/events/batch", "events")
