@@ -216,3 +216,21 @@ def test_without_the_feed_only_spend_that_may_cross_a_budget_invalidates(
     assert client.flush()
     client.pool("auto/thrifty", [PLAN, KEY])
     assert (client.stats["hits"], client.stats["not_modified"]) == (1, 1)
+
+
+def test_a_routine_success_keeps_the_decision_and_the_success_after_a_failure_does_not(
+    client: OmniRouteClient,
+) -> None:
+    _setup(client)
+    quota = {"anthropic-ratelimit-unified-5h-utilization": "0.5"}
+    generation = client.generation
+    assert client.report_response("plan-1", 200, quota) == {"kind": "success", "headers": quota}
+    assert client.flush()
+    assert client.generation == generation  # neither queued nor landed, it invalidated
+    client.report_response("plan-1", 503, {})
+    after_failure = client.generation
+    assert after_failure > generation
+    assert client.report_response("plan-1", 200, {}) == {"kind": "success"}
+    assert client.generation > after_failure
+    assert client.flush()
+    assert client.report_response("plan-1", 200, {}) is None  # nothing to say any more

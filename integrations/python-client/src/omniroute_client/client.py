@@ -50,7 +50,9 @@ class _Base:
         follow_changes: bool = True,
         max_queue: int = 10_000,
         flush_interval: float = 0.2,
+        invalidate_on_readings: bool = False,
     ) -> None:
+        self.invalidate_on_readings = invalidate_on_readings
         self.base_url = control_plane_url.rstrip("/") + "/api/v1"
         self.headers = {"Authorization": f"Bearer {token}"}
         self.clock = clock
@@ -228,21 +230,30 @@ class _Base:
     # -- writes ---------------------------------------------------------------------------
 
     def _landed(self, kind: str, invalidates: bool) -> None:
-        # An event may change a pool: its landing invalidates. Spend changes one only by
-        # crossing a budget, which moves the change version: the feed covers it, unless
-        # the feed is not live.
-        if kind == "event" or (invalidates and not self.feed_live):
+        # A failure (or the success that ends one) changes a pool: its landing
+        # invalidates. Spend changes one only by crossing a budget, which moves the change
+        # version: the feed covers it, unless the feed is not live.
+        if (kind == "event" and invalidates) or (invalidates and not self.feed_live):
             self.invalidate()
 
     def report_event(self, connection_id: str, event: dict[str, Any]) -> bool:
-        """Queue an event (never blocks); invalidates the kept decisions now and again
-        once it has landed."""
+        """Queue an event (never blocks). A failure, or the success that ends one,
+        invalidates the kept decisions now and again once it has landed. A routine
+        `success` (quota headers on a connection that has not failed: Anthropic sends them
+        on every answer) does not, unless `invalidate_on_readings`: invalidating on it would
+        cost a round trip per request. The reading it stores is seen through the change
+        feed (the server moves the version only when it changes a pool) or, without one,
+        within `revalidate_seconds`."""
+        routine = event["kind"] == "success" and connection_id not in self.failing
         if event["kind"] == "success":
             self.failing.discard(connection_id)
         else:
             self.failing.add(connection_id)
-        self.invalidate()
-        return self.reporter.put("event", {"connection_id": connection_id, **event}, urgent=True)
+        invalidates = not routine or self.invalidate_on_readings
+        if invalidates:
+            self.invalidate()
+        item = {"connection_id": connection_id, **event}
+        return self.reporter.put("event", item, urgent=invalidates, invalidates=invalidates)
 
     def report_response(
         self, connection_id: str, status_code: int, headers: Any = None, body: Any = None
