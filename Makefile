@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-fast lint fmt audit bench bench-load bench-hot bench-reentry clean
+.PHONY: install run test test-integrations test-fast lint fmt audit bench bench-load bench-hot bench-reentry clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed")'
@@ -35,6 +35,23 @@ run: install .env
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) test-integrations
+
+# The LiteLLM plugin against the real LiteLLM, in its own venv: litellm brings its own
+# pins (openai, tokenizers, pydantic, httpx...) that must never move the server's. Its
+# tests start the real server with the server's venv ($(PY)).
+INTEGRATIONS_VENV ?= var/integrations-venv
+INT_PY := $(INTEGRATIONS_VENV)/bin/python
+INT_STAMP := $(INTEGRATIONS_VENV)/.installed-stamp
+
+$(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyproject.toml
+	test -x $(INT_PY) || $(PYTHON) -m venv $(INTEGRATIONS_VENV)
+	$(INT_PY) -m pip install --quiet --upgrade pip
+	$(INT_PY) -m pip install --quiet -e integrations/python-client -e integrations/litellm "pytest>=8"
+	@touch $(INT_STAMP)
+
+test-integrations: install $(INT_STAMP)
+	OMNIROUTE_SERVER_PYTHON=$(abspath $(PY)) $(INT_PY) -m pytest integrations/litellm/tests $(INTEGRATIONS_PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)

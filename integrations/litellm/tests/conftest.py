@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# No network for LiteLLM's price map: its bundled copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from server import OmniRouteServer
+
+
+@pytest.fixture(scope="module")
+def omniroute(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniRouteServer]:
+    server = OmniRouteServer(tmp_path_factory.mktemp("omniroute"))
+    yield server
+    server.stop()

@@ -1,0 +1,184 @@
+"""omniroute_client against a small local control plane that HAS the change feed
+(`GET /api/v1/changes`, being built on another branch) and no batch endpoints: the
+client keeps a decision until the feed moves, and falls back to the single endpoints."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from omniroute_client import OmniRouteClient
+
+from tests.integrations.conftest import Clock
+
+DECISION = {
+    "auto_id": "auto/thrifty",
+    "grouping": "thrifty",
+    "category": None,
+    "fail_mode": "open",
+    "computed_at": "2026-12-01T12:00:00Z",
+    "candidates": [
+        {
+            "id": None,
+            "ref": "d1",
+            "provider": "openai",
+            "model": "m",
+            "rung": "cheap",
+            "connection_id": "key-1",
+            "allowed_connection_ids": None,
+        }
+    ],
+    "excluded": [],
+    "next_change_at": None,
+    "valid_until": None,
+}
+
+
+class FeedPlane:
+    """Answers pools with one decision (ETag per `tag`), the change feed's version
+    (a long poll that waits for `bump()`), 404 on the batch endpoints, and records the
+    single writes."""
+
+    def __init__(self) -> None:
+        self.version = 1
+        self.tag = 'W/"a"'
+        self.changed = threading.Condition()
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.writes: list[tuple[str, Any]] = []
+        plane = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _send(
+                self, status: int, body: Any = None, headers: dict[str, str] | None = None
+            ) -> None:
+                data = b"" if body is None else json.dumps(body).encode()
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                if url.path == "/api/v1/changes":
+                    query = parse_qs(url.query)
+                    after = query.get("after", [""])[0]
+                    with plane.changed:
+                        if after == str(plane.version):
+                            plane.changed.wait(float(query.get("wait", ["0"])[0]))
+                        version = plane.version
+                    return self._send(200, {"version": str(version)})
+                plane.requests.append(("GET", url.path, dict(self.headers)))
+                if self.headers.get("If-None-Match") == plane.tag:
+                    return self._send(
+                        304, None, {"ETag": plane.tag, "Cache-Control": "private, max-age=0"}
+                    )
+                return self._send(
+                    200, DECISION, {"ETag": plane.tag, "Cache-Control": "private, max-age=0"}
+                )
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                if self.path.endswith("/batch"):
+                    return self._send(404, {"detail": "Not Found"})
+                plane.writes.append((self.path, body))
+                self._send(200, {"ok": True})
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def bump(self) -> None:
+        with self.changed:
+            self.version += 1
+            self.changed.notify_all()
+
+    def pool_requests(self) -> int:
+        return len(self.requests)
+
+
+def _until(predicate: Any, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def plane() -> Iterator[FeedPlane]:
+    made = FeedPlane()
+    yield made
+    made.server.shutdown()
+    made.server.server_close()
+
+
+def test_with_a_live_feed_a_decision_is_kept_until_the_version_moves(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    client = OmniRouteClient(plane.url, "t", clock=clock, revalidate_seconds=1.0)
+    try:
+        _until(lambda: client.feed_live)
+        decision = client.pool("auto/thrifty")
+        clock.now += 3600  # no valid_until and a live feed: time alone does not expire it
+        assert client.pool("auto/thrifty") is decision
+        assert plane.pool_requests() == 1
+        generation = client.generation
+        plane.bump()  # a write elsewhere
+        _until(lambda: client.generation != generation)
+        assert client.pool("auto/thrifty") is decision  # revalidated: a 304
+        assert plane.pool_requests() == 2
+        assert plane.requests[-1][2]["If-None-Match"] == 'W/"a"'
+        assert client.stats["not_modified"] == 1
+    finally:
+        client.close()
+
+
+def test_without_batch_endpoints_reports_go_one_by_one(plane: FeedPlane, clock: Clock) -> None:
+    client = OmniRouteClient(plane.url, "t", clock=clock, follow_changes=False)
+    try:
+        client.report_event("key-1", {"kind": "rate_limited", "retry_after_seconds": 3.0})
+        client.report_spend(
+            {
+                "request_id": "r1",
+                "connection_id": "key-1",
+                "provider": "openai",
+                "model": "m",
+                "cost_usd": 0.5,
+            }
+        )
+        assert client.flush()
+    finally:
+        client.close()
+    assert plane.writes == [
+        ("/api/v1/connections/key-1/events", {"kind": "rate_limited", "retry_after_seconds": 3.0}),
+        (
+            "/api/v1/spend",
+            {
+                "request_id": "r1",
+                "connection_id": "key-1",
+                "provider": "openai",
+                "model": "m",
+                "cost_usd": 0.5,
+            },
+        ),
+    ]
+    assert client.reporter.batch_endpoints == {"spend": False, "event": False}
