@@ -144,6 +144,8 @@ class OmniRouteRouter:
         }
         aliases = self.client.provider_aliases()
         self.server_has_aliases = aliases is not None
+        # The server stores providers normalised (trimmed, lower-cased, through its aliases).
+        self.aliases: dict[str, str] = aliases or {}
         self.pool_body = pool_candidates(self.candidates, self.server_has_aliases)
         if register:
             self.register()
@@ -192,7 +194,7 @@ class OmniRouteRouter:
         existing = self.client.call("GET", "/candidates")
         stored = existing.json() if existing.status_code == 200 else []
         for body in self.pool_body:
-            if any(self._same_candidate(row, body) for row in stored):
+            if any(self._same_candidate(row, body, self.aliases) for row in stored):
                 continue
             answer = self.client.call("POST", "/candidates", body)
             if answer.status_code == 422 and "ref" in answer.text:  # a server without `ref`
@@ -207,11 +209,14 @@ class OmniRouteRouter:
                 )
 
     @staticmethod
-    def _same_candidate(row: dict[str, Any], body: dict[str, Any]) -> bool:
-        if row.get("ref") is not None:
-            return bool(row["ref"] == body["ref"])
+    def _same_candidate(row: dict[str, Any], body: dict[str, Any], aliases: dict[str, str]) -> bool:
+        # A ref names a model group's candidate, not its connections: another model list
+        # (another gateway, or this one before its deployments changed) may hold the same
+        # ref over other connections, and that one is not this candidate.
+        if row.get("ref") is not None and row["ref"] != body["ref"]:
+            return False
         return (
-            row.get("provider") == body["provider"]
+            row.get("provider") == _normalised(body["provider"], aliases)
             and row.get("model") == body["model"]
             and row.get("connection_id") == body.get("connection_id")
             and (row.get("allowed_connection_ids") or None)
@@ -329,3 +334,9 @@ class OmniRouteRouter:
         self.client.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def _normalised(provider: str, aliases: dict[str, str]) -> str:
+    """A provider id as the server stores it: trimmed, lower-cased, through its aliases."""
+    name = provider.strip().lower()
+    return aliases.get(name, name)
