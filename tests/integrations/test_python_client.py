@@ -55,7 +55,7 @@ def test_a_kept_decision_costs_no_round_trip_and_revalidates_with_a_304(
     for _ in range(50):
         assert client.pool("auto/thrifty", [PLAN, KEY]) is first
     assert client.stats == {"hits": 50, "fetches": 1, "not_modified": 0, "stale_served": 0}
-    # No change feed on this server (404): past revalidate_seconds it asks again, and the
+    # Not following the change feed: past revalidate_seconds it asks again, and the
     # same decision comes back as a 304.
     clock.now += 1.5
     again = client.pool("auto/thrifty", [PLAN, KEY])
