@@ -13,7 +13,7 @@ from ladder.core.quota import refresh_expected_at
 from tests.ladder.core.factories import CONFIG, NOW, SUBSCRIPTION, THRIFTY, pinned, reading, view
 
 
-def _decide(auto_id, quota, now):  # type: ignore[no-untyped-def]
+def _decide(auto_id, quota, now):
     connections = {"plan": view("plan", quota=quota)}
     return decide(auto_id, [pinned("plan")], connections, {}, {}, CONFIG, now)
 

@@ -6,6 +6,7 @@ reaches it (token writes record neither the secret nor its hash)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -36,8 +37,14 @@ def viewer(client: Client) -> Client:
 
 
 def _audit(
-    target_type: str, target_id: object, action: str, actor: str, before, after, minutes_ago: int
-) -> AuditEntry:  # type: ignore[no-untyped-def]
+    target_type: str,
+    target_id: object,
+    action: str,
+    actor: str,
+    before: Any,
+    after: Any,
+    minutes_ago: int,
+) -> AuditEntry:
     return record_audit(
         target_type=target_type,
         target_id=target_id,

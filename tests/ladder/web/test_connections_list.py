@@ -52,7 +52,7 @@ def operator(client: Client) -> Client:
 def _ids(html: bytes | str) -> list[str]:
     page = parse(html)
     return [
-        row.attrs["data-connection"]
+        str(row.attrs["data-connection"])
         for row in page.find_all(lambda e: "data-connection" in e.attrs)
     ]
 
@@ -60,7 +60,7 @@ def _ids(html: bytes | str) -> list[str]:
 def _states(html: bytes) -> dict[str, str]:
     page = parse(html)
     return {
-        row.attrs["data-connection"]: row.by_class("stand")[0].text
+        str(row.attrs["data-connection"]): row.by_class("stand")[0].text
         for row in page.find_all(lambda e: "data-connection" in e.attrs)
     }
 

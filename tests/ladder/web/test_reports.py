@@ -346,9 +346,9 @@ def test_an_unreachable_task_queue_fails_the_run_and_says_so(
     assert response.status_code == 503  # type: ignore[attr-defined]
     assert (run.state, run.active) == ("failed", None)
     assert (
-        parse(response.content)
+        parse(response.content)  # type: ignore[attr-defined]
         .by_id("simulation-status")
-        .text.endswith(  # type: ignore[attr-defined]
+        .text.endswith(
             "failed: The task queue could not be reached, so the simulation was not started. "
             "Check that the broker and a worker are running, then try again."
         )
