@@ -96,7 +96,7 @@ def test_a_scripted_sequence_gives_exactly_these_transitions_in_order() -> None:
     assert (budget.provider, budget.model, budget.detail) == (
         "openai",
         "gpt-4o-mini",
-        "The cheap rung spent 2.5 USD of its 2 USD month budget; "
+        "The cheap rung spent 2.50 USD of its 2.00 USD month budget; "
         "the window ends 2026-12-01 00:00:00 UTC",
     )
     entered = PoolTransition.objects.filter(auto_id="auto/thrifty").order_by("at", "id").first()
