@@ -62,7 +62,7 @@ def port_is_free(port: int) -> bool:
 PORT = int(os.environ.get("BENCH_PORT") or free_port())
 BASE = f"http://127.0.0.1:{PORT}"
 LUA = BENCH / "wrk_report.lua"
-SERVERS = ("gunicorn", "uvicorn")
+SERVERS = ("gunicorn", "asgi", "uvicorn")
 PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "--no-deps", "--quiet")
 PRICE_MAP_NAME = "model_prices_and_context_window_backup.json"
 # LiteLLM's provider names for the providers this project's demo world uses.
@@ -75,8 +75,9 @@ PRICE_PROVIDER_MAP = ("anthropic=claude",)
 def server_command(server: str, *, workers: int, threads: int, app: str = "project") -> list[str]:
     """The command that serves `app` ("project", or "hello": bench/hello.py, the floor)
     with `server`: "gunicorn" (`omniroute_admin.wsgi`; gthread with `threads` threads
-    per worker, sync when `threads` is 1) or "uvicorn" (`omniroute_admin.asgi`; one event
-    loop per worker, `threads` unused). Beware uvicorn's issue #3149: with `--workers`
+    per worker, sync when `threads` is 1), "asgi" (the production command: gunicorn with
+    uvicorn's worker class on `omniroute_admin.asgi`) or "uvicorn" (`omniroute_admin.asgi`;
+    one event loop per worker, `threads` unused). Beware uvicorn's issue #3149: with `--workers`
     above 1 its listening socket loses TCP_NODELAY on Linux (about 40 ms a keep-alive
     request); bench/README.md shows it."""
     if server == "gunicorn":
@@ -85,6 +86,16 @@ def server_command(server: str, *, workers: int, threads: int, app: str = "proje
         command += ["--workers", str(workers), "--log-level", "warning"]
         if threads > 1:
             command += ["--worker-class", "gthread", "--threads", str(threads)]
+        if app != "project":
+            command += ["--chdir", str(BENCH)]
+        return command
+    if server == "asgi":
+        # The production command (docs/SCALING.md): gunicorn binds the socket and runs
+        # uvicorn's worker class on the ASGI entry (no uvicorn #3149: gunicorn's socket).
+        target = "omniroute_admin.asgi:application" if app == "project" else "hello:asgi_app"
+        command = [sys.executable, "-m", "gunicorn", target, "-b", f"127.0.0.1:{PORT}"]
+        command += ["--workers", str(workers), "--log-level", "warning"]
+        command += ["--worker-class", "uvicorn_worker.UvicornWorker"]
         if app != "project":
             command += ["--chdir", str(BENCH)]
         return command
