@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from ladder import beat, services
 from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID
+from ladder.core.prose import money_text
 from ladder.web.overview_facts import distinct_connections, next_change, rung_summaries
 from ladder.web.presenters import beat_banner, budget_lines, freshness
 from omniroute_admin import dashboard
@@ -34,6 +37,8 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
         "thrifty": thrifty,
         "spend": spend,
         "budgets": budget_lines(spend),
+        "paid_usd": money_text(sum((r.spent_usd for r in spend.rungs.values()), Decimal(0))),
+        "saved_usd": money_text(spend.saved_usd),
         "freshness": fresh,
         "beat": beat_banner(beat.current_health(now)),
         "config": config,

@@ -5,6 +5,7 @@ what they count; one next change, and none foreseen while the readings are stale
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from types import SimpleNamespace
 from typing import cast
 
@@ -181,3 +182,30 @@ def test_a_month_into_an_outage_the_overview_counts_no_days(
             "None foreseen while the readings are stale: the next reading decides"
         )
         assert page.by_class("next-reset")[0].text == "none known"
+
+
+def test_the_overview_leads_with_what_was_paid_and_what_the_plans_saved(viewer: Client) -> None:
+    # On top of the demo world's ledger: a plan request of 100,000 tokens in and 30,000
+    # out (at 3 and 15 USD per million: 0.75 USD at list price, billed nothing) and a
+    # cheap one billed 0.25 USD, both inside this month's window.
+    before = services.spend_summary(now=NOW)
+    services.record_spend(
+        services.SpendInput(
+            "lead-plan", "claude-max-1", "claude", "claude-sonnet-4-5", None, 100_000, 30_000
+        ),
+        now=NOW,
+    )
+    services.record_spend(
+        services.SpendInput(
+            "lead-cheap", "openai-key", "openai", "gpt-4o-mini", cost_usd=Decimal("0.25")
+        ),
+        now=NOW,
+    )
+    paid = sum((r.spent_usd for r in before.rungs.values()), Decimal(0)) + Decimal("0.25")
+    saved = before.saved_usd + Decimal("0.75")
+
+    for page in _pages(viewer):
+        assert page.by_id("paid-and-saved").text == (
+            f"This month: paid {paid:.2f} USD on the paid rungs, saved {saved:.2f} USD: "
+            "the list price of what the plans served."
+        )
