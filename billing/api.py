@@ -28,6 +28,7 @@ from omniroute_admin.errors import (
     OPERATOR_ERRORS,
     PATH_ERRORS,
 )
+from omniroute_admin.paging import cursor_error, link_next_page
 
 router = Router(tags=["catalog and prices"])
 
@@ -166,10 +167,7 @@ def list_prices(
     try:
         position = services.decode_price_cursor(filters.cursor)
     except ValueError as error:
-        return Status(
-            422,
-            {"detail": [{"loc": ["query", "cursor"], "msg": str(error), "type": "value_error"}]},
-        )
+        return cursor_error(str(error))
     cheap_max = load_config().cheap_max_input_usd_per_mtok
     page = services.price_page(
         limit=filters.limit,
@@ -180,12 +178,7 @@ def list_prices(
         needs_review=filters.needs_review,
         cheap_max_input_usd_per_mtok=cheap_max,
     )
-    if page.next_cursor is not None:
-        response["X-Next-Cursor"] = page.next_cursor
-        next_query = request.GET.copy()
-        next_query["cursor"] = page.next_cursor
-        # Relative to the request's own URL (RFC 8288), so a proxy's host and scheme hold.
-        response["Link"] = f'<{request.path}?{next_query.urlencode()}>; rel="next"'
+    link_next_page(request, response, page.next_cursor)
     return [price_out(price, page.book, cheap_max) for price in page.rows]
 
 

@@ -20,6 +20,7 @@ from ladder.models import PoolTransition
 from ladder.services import timeline
 from omniroute_admin.auth import gateway_auth
 from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
+from omniroute_admin.paging import cursor_error, link_next_page
 
 router = Router(tags=["ladder"])
 
@@ -84,12 +85,6 @@ composite that is neither published nor ever recorded. Kept as long as readings 
 """
 
 
-def _cursor_error(message: str) -> Any:
-    return Status(
-        422, {"detail": [{"loc": ["query", "cursor"], "msg": message, "type": "value_error"}]}
-    )
-
-
 @router.get(
     "/pools/{path:auto_id}/history",
     response={200: list[TransitionOut], 404: dict, **PATH_ERRORS, **GATEWAY_ERRORS},
@@ -125,7 +120,7 @@ def get_pool_history(
     try:
         position = timeline.decode_transition_cursor(filters.cursor)
     except ValueError as error:
-        return _cursor_error(str(error))
+        return cursor_error(str(error))
     page = timeline.transition_page(
         parsed.auto_id,
         limit=filters.limit,
@@ -133,11 +128,7 @@ def get_pool_history(
         since=filters.since,
         until=filters.until,
     )
-    if page.next_cursor is not None:
-        response["X-Next-Cursor"] = page.next_cursor
-        next_query = request.GET.copy()
-        next_query["cursor"] = page.next_cursor
-        response["Link"] = f'<{request.path}?{next_query.urlencode()}>; rel="next"'
+    link_next_page(request, response, page.next_cursor)
     return [transition_out(row) for row in page.rows]
 
 

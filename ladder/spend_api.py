@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
-from ninja import Field, Query, Schema, Status
+from ninja import Field, Query, Schema
 from pydantic import StringConstraints
 
 from billing.schemas import ModelStr, ProviderStr
@@ -19,6 +19,7 @@ from ladder.api import router
 from ladder.schemas import ConnectionIdStr, RungLiteral, SpendOut, UtcDatetime
 from omniroute_admin.auth import gateway_auth
 from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
+from omniroute_admin.paging import cursor_error, link_next_page
 
 
 class SpendQuery(Schema):
@@ -76,10 +77,7 @@ def list_spend(request: HttpRequest, response: HttpResponse, query: Query[SpendQ
     try:
         position = services.decode_spend_cursor(query.cursor)
     except ValueError as error:
-        return Status(
-            422,
-            {"detail": [{"loc": ["query", "cursor"], "msg": str(error), "type": "value_error"}]},
-        )
+        return cursor_error(str(error))
     filters = services.SpendFilters(
         since=query.since,
         until=query.until,
@@ -94,9 +92,5 @@ def list_spend(request: HttpRequest, response: HttpResponse, query: Query[SpendQ
         stream["Content-Disposition"] = f'attachment; filename="spend-{stamp}.csv"'
         return stream
     page = services.spend_page(filters, limit=query.limit, after=position)
-    if page.next_cursor is not None:
-        response["X-Next-Cursor"] = page.next_cursor
-        next_query = request.GET.copy()
-        next_query["cursor"] = page.next_cursor
-        response["Link"] = f'<{request.path}?{next_query.urlencode()}>; rel="next"'
+    link_next_page(request, response, page.next_cursor)
     return page.rows
