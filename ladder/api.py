@@ -536,7 +536,9 @@ def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     """Record one request's cost, once per `request_id` (200 when seen before). A null
     `cost_usd` is computed from the tokens and the price catalog."""
     # A ValidationError (e.g. a computed cost too large to store) answers a 422.
-    entry, created = services.record_spend(spend_answers.spend_input_of(payload))
+    entry, created = services.record_spend(
+        spend_answers.spend_input_of(payload), counters=pool_answers.request_counters(request)
+    )
     return Status((201 if created else 200), entry)
 
 

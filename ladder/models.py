@@ -296,6 +296,29 @@ class SpendDayTotal(models.Model):
         return f"{self.day} {self.rung}: {self.spent_usd} USD"
 
 
+class BudgetCrossing(models.Model):
+    """That a paid rung's spend reached its budget in one budget window: written once,
+    by the first spend write that sees the window's total at or past the budget after
+    its own commit (ladder.services.spend_totals.note_crossings), which then moves the
+    change version. Keyed by the budget too, so a raised budget is crossed anew."""
+
+    rung = models.CharField(max_length=16)
+    window_start = models.DateTimeField()
+    budget_usd = models.DecimalField(max_digits=16, decimal_places=6)
+    crossed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ("window_start", "rung")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("rung", "window_start", "budget_usd"), name="budget_crossing_once"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.rung} reached {self.budget_usd} USD in the window of {self.window_start}"
+
+
 class ApiToken(models.Model):
     """A bearer token for the REST API. Only a SHA-256 of the secret is stored: tokens
     are long random strings, so a fast hash is safe and keeps the hot path cheap."""

@@ -69,6 +69,8 @@ def prune_readings_task() -> None:
     logger.info("pruned %d readings older than %s", deleted, cutoff.isoformat())
     deleted = timeline.prune_transitions(older_than=cutoff)
     logger.info("pruned %d pool transitions older than %s", deleted, cutoff.isoformat())
+    deleted = services.prune_budget_crossings(older_than=cutoff)
+    logger.info("pruned %d budget crossings older than %s", deleted, cutoff.isoformat())
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)

@@ -8,7 +8,6 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
@@ -17,6 +16,7 @@ from django.utils import timezone
 from billing.models import ChangeCounter
 from billing.services.audit import record_audit
 from ladder.models import ApiToken
+from ladder.prepared import prepared_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -117,25 +117,8 @@ def _read_token_row(db: BaseDatabaseWrapper, params: list[str]) -> tuple[Any, ..
         return _execute(db, params)
 
 
-class _PreparedCursor(psycopg.Cursor[Any]):
-    """A server-binding cursor whose queries are prepared statements (when the
-    connection's prepare_threshold allows it: DATABASE_PREPARED_STATEMENTS)."""
-
-    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-        options.setdefault("prepare", True)
-        return super().execute(query, params, **options)
-
-
 def _execute(db: BaseDatabaseWrapper, params: list[str]) -> tuple[Any, ...] | None:
-    if db.vendor == "postgresql":
-        # Planning this query costs PostgreSQL more than running it: prepare it once per
-        # connection. Wrapped as Django wraps its own cursors (error translation, query
-        # logging, execute wrappers), so query counts and fault handling stay the same.
-        db.ensure_connection()
-        cursor = db._prepare_cursor(_PreparedCursor(db.connection))  # type: ignore[attr-defined]
-    else:
-        cursor = db.cursor()
-    with cursor:
+    with prepared_cursor(db) as cursor:
         cursor.execute(_auth_query(db), params)
         row: tuple[Any, ...] | None = cursor.fetchone()
     return row

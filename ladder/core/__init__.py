@@ -21,7 +21,7 @@ from ladder.core.auto_ids import (
 from ladder.core.budgets import (
     budget_cause,
     budget_window_bounds,
-    crosses_budget,
+    reaches_budget,
     utc_day,
 )
 from ladder.core.changes import Standing, can_change_pool, changes_on_its_own_at, standing
@@ -148,7 +148,6 @@ __all__ = [
     "clamp_cooldown_to_reset",
     "connection_cause",
     "connection_rung",
-    "crosses_budget",
     "decide",
     "derive_status",
     "due_age",
@@ -165,6 +164,7 @@ __all__ = [
     "parse_reset_at",
     "quota_cause",
     "quota_cause_within",
+    "reaches_budget",
     "reading_staleness",
     "rung_for",
     "should_schedule_reset_refresh",

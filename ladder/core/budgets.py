@@ -58,11 +58,12 @@ def utc_day(instant: datetime) -> date:
     return instant.astimezone(UTC).date()
 
 
-def crosses_budget(budget: Decimal | None, spent_before: Decimal, spent_after: Decimal) -> bool:
-    """Whether spend taking a rung's window total from `spent_before` to `spent_after`
-    makes it cross its budget (before < budget <= after): the one moment spend changes
-    what the budget gates. A rung without a budget (None) is never gated, and a budget
-    of 0 disables the rung whatever it spends, so neither ever crosses."""
+def reaches_budget(budget: Decimal | None, spent: Decimal) -> bool:
+    """Whether a rung's window total `spent` is at or past its budget: the moment spend
+    changes what the budget gates (the change version must move once per window and
+    budget: ladder.services.spend_totals.note_crossings). A rung without a budget
+    (None) is never gated, and a budget of 0 disables the rung whatever it spends, so
+    neither is ever reached."""
     if budget is None or budget <= 0:
         return False
-    return spent_before < budget <= spent_after
+    return spent >= budget

@@ -123,7 +123,11 @@ from ladder.services.spend_ledger import (
     spend_csv_rows,
     spend_page,
 )
-from ladder.services.spend_totals import add_to_totals, rebuild_spend_totals
+from ladder.services.spend_totals import (
+    add_to_totals,
+    prune_budget_crossings,
+    rebuild_spend_totals,
+)
 
 __all__ = [
     "DECISION_BASE_BYTES",
@@ -194,6 +198,7 @@ __all__ = [
     "load_views",
     "normalise_reading",
     "operations_state",
+    "prune_budget_crossings",
     "prune_readings",
     "published_auto_ids",
     "reading_health",

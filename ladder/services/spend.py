@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from billing import services as billing_services
@@ -25,10 +25,13 @@ from ladder.services.config import load_config
 from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.spend_totals import (
     add_to_totals,
+    budgeted_rungs_hit,
+    note_crossings,
     spend_by_rung,
     window_days,
     window_spend_and_saved,
 )
+from ladder.services.spend_write import insert_entry
 
 # The plan-included rungs: nothing is billed there, and their list price is "saved".
 PLAN_RUNGS = frozenset((Rung.SUBSCRIPTION, Rung.KEYLESS))
@@ -67,6 +70,34 @@ def billing_of(connection_id: str) -> tuple[str, str] | None:
         .values_list("provider", "auth_type")
         .first()
     )
+
+
+# Connections' billing by connection id, as of one `state` counter value: every write of
+# a connection moves that counter (ladder.services.registry), so an entry is never stale.
+# Bounded: a stream of made-up connection ids clears it rather than growing it.
+_billing: tuple[int, dict[str, tuple[str, str] | None]] = (-1, {})
+BILLING_CACHE_SIZE = 4096
+
+
+def billing_of_cached(
+    connection_id: str, counters: tuple[int, int] | None
+) -> tuple[str, str] | None:
+    """`billing_of`, kept per process for the `state` counter value in `counters` (the
+    counters read with the request's token); a query only on a miss or without them."""
+    global _billing
+    if counters is None:
+        return billing_of(connection_id)
+    version, known = _billing
+    if version != counters[1]:
+        known = {}
+        _billing = (counters[1], known)
+    if connection_id in known:
+        return known[connection_id]
+    billing = billing_of(connection_id)
+    if len(known) >= BILLING_CACHE_SIZE:
+        known.clear()
+    known[connection_id] = billing
+    return billing
 
 
 def spend_rung(
@@ -165,26 +196,49 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
     )
 
 
-def record_spend(data: SpendInput, *, now: datetime | None = None) -> tuple[SpendEntry, bool]:
+def record_spend(
+    data: SpendInput, *, now: datetime | None = None, counters: tuple[int, int] | None = None
+) -> tuple[SpendEntry, bool]:
     """Record one request's spend once per request_id; (entry, created). Everything comes
-    from the cached snapshot: a constant handful of queries whatever the price catalog
-    holds, and the change version moves only when the entry crosses a rung's budget."""
+    from the cached snapshot (`counters`: the change counters read with the caller's
+    token, which saves their query): on PostgreSQL the report is one statement in its own
+    transaction, three queries in all on a budgeted rung and two on any other, whatever
+    the price catalog holds, and the change version moves only when the entry takes a
+    rung's window to its budget (decided after the commit: spend_totals.note_crossings)."""
     refuse_bad_ids("connection_id", [data.connection_id])
     now = now or timezone.now()
-    existing = SpendEntry.objects.filter(request_id=data.request_id).first()
-    if existing is not None:
+    snapshot = current_snapshot(counters[0]) if counters is not None else current_spend_snapshot()
+    billing = billing_of_cached(data.connection_id, counters)
+    rung = rung_of(billing, data.provider, data.model, snapshot)
+    try:
+        entry = new_entry(data, rung, snapshot, now)
+    except ValidationError:
+        # A report seen before is answered as stored, whatever it says now.
+        existing = SpendEntry.objects.filter(request_id=data.request_id).first()
+        if existing is None:
+            raise
         return existing, False
-    snapshot = current_spend_snapshot()
-    rung = rung_of(billing_of(data.connection_id), data.provider, data.model, snapshot)
-    entry = new_entry(data, rung, snapshot, now)
+    entry.recorded_at = timezone.now()
+    stored = insert_entry if connection.vendor == "postgresql" else _insert_with_orm
+    if not stored(entry):
+        return SpendEntry.objects.get(request_id=data.request_id), False
+    # The entry has committed (the API calls this outside any transaction: inside a
+    # caller's, it looks before that commits, which is right only for a lone writer).
+    if note_crossings(budgeted_rungs_hit([entry], snapshot.config, now), snapshot.config, now):
+        billing_services.bump(ChangeCounter.STATE)
+    return entry, True
+
+
+def _insert_with_orm(entry: SpendEntry) -> bool:
+    """The ledger row and its day total in one transaction (SQLite, which serialises
+    writers itself); False when the request id is in the ledger already."""
     try:
         with transaction.atomic():
             entry.save(force_insert=True)
-            if add_to_totals([entry], snapshot.config, now):
-                billing_services.bump(ChangeCounter.STATE)
+            add_to_totals([entry])
     except IntegrityError:  # the same request_id reported twice at once
-        return SpendEntry.objects.get(request_id=data.request_id), False
-    return entry, True
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

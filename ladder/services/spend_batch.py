@@ -1,7 +1,8 @@
 """Spend reported in batches (POST /api/v1/spend/batch): each entry checked on its own,
 idempotent per request_id (within the batch too), in a constant number of queries per
 batch: the request ids already stored, the counters, the connections, one bulk insert,
-the running totals (lock, update, window sum) and at most one bump of the version."""
+the running totals (lock, update) and, once committed, the window's sum when a budgeted
+rung was hit, and at most one bump of the version (spend_totals.note_crossings)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from billing.models import ChangeCounter
 from ladder.core import Rung
 from ladder.models import Connection, SpendEntry, is_connection_id
 from ladder.services.spend import SpendInput, current_spend_snapshot, new_entry, rung_of
-from ladder.services.spend_totals import add_to_totals
+from ladder.services.spend_totals import add_to_totals, budgeted_rungs_hit, note_crossings
 
 # The most entries one batch may hold (spec/api.md "Spend ledger").
 MAX_SPEND_BATCH = 1000
@@ -221,8 +222,10 @@ def record_spend_batch(inputs: Sequence[SpendInput], *, now: datetime | None = N
             seen.update(taken)
             inserted = [entry for rid, entry in fresh.items() if rid not in taken]
             created = {entry.request_id for entry in inserted}
-            if add_to_totals(inserted, snapshot.config, now):
-                billing_services.bump(ChangeCounter.STATE)
+            add_to_totals(inserted)
+        # Committed: whether they took a rung's window to its budget.
+        if note_crossings(budgeted_rungs_hit(inserted, snapshot.config, now), snapshot.config, now):
+            billing_services.bump(ChangeCounter.STATE)
     results: list[SpendEntry | ValidationError] = []
     duplicates = 0
     counted: set[str] = set()

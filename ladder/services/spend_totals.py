@@ -1,14 +1,16 @@
 """Running totals of the spend ledger: one row per UTC day and rung (SpendDayTotal),
-moved in the transaction of the ledger rows they count, so a budget window's spend is a
-sum of at most 31 rows per rung, and a write knows at once whether it crossed a budget.
+moved in the transaction of the ledger rows they count (on PostgreSQL a single report is
+one statement: ladder.services.spend_write), so a budget window's spend is a sum of at
+most 31 rows per rung.
 
-Race safety on PostgreSQL (READ COMMITTED): a write that lands in the current budget
-window of a budgeted rung first locks the total of that rung's window start day (rows
-are always locked in (day, rung) order, so writers never deadlock), then adds its costs
-with `spent_usd = spent_usd + x`, then reads the window's sum in a new statement: every
-writer to that window holds the same lock until it commits, so each one sees exactly the
-spend before it and after it, and exactly one of them sees the budget crossed. SQLite
-serialises writers itself (the ledger insert comes first in the transaction)."""
+Whether spend crossed a budget is decided after the write has committed, never inside
+it (`note_crossings`): the writer reads the window's sum, which then includes its own
+spend and every write committed before it, and when that sum is at or past the budget it
+inserts the window's BudgetCrossing row, once (a unique key: concurrent writers race on
+it and exactly one wins), and the winner moves the change version. Whatever the order
+of concurrent commits, the last writer to commit sees the whole window's spend, so a
+crossing is never missed, and no writer holds a lock beyond its own statement. The
+totals a write moves are locked in (day, rung) order, so writers never deadlock."""
 
 from __future__ import annotations
 
@@ -19,14 +21,15 @@ from decimal import Decimal
 from functools import reduce
 from operator import or_
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncDate
 
 from ladder import core
 from ladder.core import LadderConfig, Rung
-from ladder.models import SpendDayTotal, SpendEntry
+from ladder.models import BudgetCrossing, SpendDayTotal, SpendEntry
 from ladder.services.common import PAID_RUNGS
+from ladder.services.spend_write import window_sum
 
 TOTAL_FIELD: DecimalField[Decimal, Decimal] = DecimalField(max_digits=24, decimal_places=8)
 
@@ -95,28 +98,17 @@ def _lock(keys: list[TotalKey]) -> set[TotalKey]:
     return set(rows)
 
 
-def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: datetime) -> bool:
+def add_to_totals(entries: Iterable[SpendEntry]) -> None:
     """Add the entries (just inserted, in the caller's transaction) to the running
-    totals; whether they made a budgeted rung cross its budget in the current window.
-    Three queries in the steady state (lock, update, window sum), two more the first
-    time a day's total is written; the window sum only when a budgeted rung is hit."""
+    totals: two queries in the steady state (lock, update), two more the first time a
+    day's total is written. Whether they crossed a budget is `note_crossings`' to say,
+    once the caller's transaction has committed."""
     entries = list(entries)
     increments = increments_of(entries)
     list_increments = list_increments_of(entries)
     if not increments:
-        return False
-    first, end = window_days(config, now)
-    budgets: dict[str, Decimal] = {}
-    for paid in PAID_RUNGS:
-        budget = config.budget_for(paid)
-        if budget is not None and budget > 0:
-            budgets[paid.label] = budget
-    # What the entries add to the current window of each budgeted rung.
-    added: dict[str, Decimal] = defaultdict(Decimal)
-    for (day, label), amount in increments.items():
-        if label in budgets and first <= day < end:
-            added[label] += amount
-    keys = sorted(set(increments) | {(first, label) for label in added})
+        return
+    keys = sorted(increments)
     if len(_lock(keys)) < len(keys):
         # First spend of a day on a rung: create its total (a concurrent writer may
         # create it too: the conflict is ignored), then lock again.
@@ -131,15 +123,65 @@ def add_to_totals(entries: Iterable[SpendEntry], config: LadderConfig, now: date
             spent_usd=F("spent_usd") + _change({k: increments[k] for k in moving}),
             list_price_usd=F("list_price_usd") + _change({k: list_increments[k] for k in moving}),
         )
-    if not added:
+
+
+def budgeted_rungs_hit(
+    entries: Iterable[SpendEntry], config: LadderConfig, now: datetime
+) -> dict[str, Decimal]:
+    """The budgeted paid rungs (budget above 0) that the entries add spend to in the
+    current window, with their budgets: the rungs `note_crossings` must look at."""
+    budgets = {
+        paid.label: budget
+        for paid in PAID_RUNGS
+        if (budget := config.budget_for(paid)) is not None and budget > 0
+    }
+    if not budgets:
+        return {}
+    first, end = window_days(config, now)
+    return {
+        entry.rung: budgets[entry.rung]
+        for entry in entries
+        if entry.rung in budgets
+        and entry.cost_usd
+        and first <= core.utc_day(entry.occurred_at) < end
+    }
+
+
+def note_crossings(rungs: dict[str, Decimal], config: LadderConfig, now: datetime) -> bool:
+    """After spend on `rungs` (label: budget, from `budgeted_rungs_hit`) has committed:
+    whether this call is the one that records a rung's window reaching its budget, and
+    so must move the change version. One query (the window's sums) when no rung has
+    reached its budget, one more per rung that has; True at most once per rung, window
+    and budget, whichever of any number of concurrent writers gets there first."""
+    if not rungs:
         return False
-    after = window_totals(added, first, end)
-    return any(
-        core.crosses_budget(
-            budgets[label], after.get(label, Decimal(0)) - amount, after.get(label, Decimal(0))
-        )
-        for label, amount in added.items()
-    )
+    first, end = window_days(config, now)
+    window_start, _ = core.budget_window_bounds(config.budget_window, now)
+    if connection.vendor == "postgresql" and len(rungs) == 1:
+        # A single report's case, on the request path: one prepared statement.
+        ((label, _),) = rungs.items()
+        totals = {label: window_sum(label, first, end)}
+    else:
+        totals = window_totals(rungs, first, end)
+    crossed = False
+    for label, budget in sorted(rungs.items()):
+        if not core.reaches_budget(budget, totals.get(label, Decimal(0))):
+            continue
+        with transaction.atomic():
+            _, created = BudgetCrossing.objects.get_or_create(
+                rung=label,
+                window_start=window_start,
+                budget_usd=budget,
+                defaults={"crossed_at": now},
+            )
+        crossed = crossed or created
+    return crossed
+
+
+def prune_budget_crossings(*, older_than: datetime) -> int:
+    """Delete the crossing records of windows that started before `older_than`."""
+    deleted, _ = BudgetCrossing.objects.filter(window_start__lt=older_than).delete()
+    return deleted
 
 
 def rebuild_spend_totals() -> int:

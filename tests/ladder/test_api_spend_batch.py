@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from billing import services as billing_services
@@ -316,3 +317,22 @@ def test_a_request_id_stored_meanwhile_by_another_writer_is_a_duplicate(
         ("mine", 1.0),
     ]
     assert SpendDayTotal.objects.get().spent_usd == Decimal("6.00000000")
+
+
+@pytest.mark.parametrize("budgeted", [True, False], ids=["budgeted-rung", "no-budget"])
+def test_a_single_spend_report_costs_the_token_and_its_writes_only(
+    gateway: str, budgeted: bool, django_assert_num_queries: Any
+) -> None:
+    if budgeted:
+        _budget("1000000")
+    api("post", "/api/v1/spend", gateway, entry("warm"))  # snapshot, connection, day total
+
+    # PostgreSQL: the token (with the counters), the one statement (ledger row and day
+    # total), and on a budgeted rung the window's sum. SQLite: the token, savepoint,
+    # insert, lock the total, add, release, and the window's sum.
+    on_postgresql = connection.vendor == "postgresql"
+    expected = (2 if on_postgresql else 6) + (1 if budgeted else 0)
+    with django_assert_num_queries(expected):
+        response = api("post", "/api/v1/spend", gateway, entry("hot", None, input_tokens=10))
+
+    assert (response.status_code, response.json()["rung"]) == (201, "cheap")

@@ -15,7 +15,7 @@ from ladder.core import (
     Rung,
     RungSpend,
     budget_window_bounds,
-    crosses_budget,
+    reaches_budget,
     utc_day,
 )
 from tests.ladder.core.factories import (
@@ -186,26 +186,20 @@ def test_no_budget_means_never_gated() -> None:
 
 
 @pytest.mark.parametrize(
-    ("budget", "before", "after", "crosses"),
+    ("budget", "spent", "reached"),
     [
-        ("10", "9", "10", True),  # reaches it exactly
-        ("10", "9.99999999", "25", True),  # passes it at once
-        ("10", "0", "10.5", True),  # one entry past the whole budget
-        ("10", "3", "9.99999999", False),  # still under
-        ("10", "10", "12", False),  # already spent before
-        ("10", "11", "12", False),
-        ("10", "9", "9", False),  # a zero-cost entry
-        ("0", "0", "5", False),  # budget 0: the rung is disabled, nothing to cross
-        (None, "0", "1000", False),  # no budget: never gated
+        ("10", "10", True),  # reaches it exactly
+        ("10", "25", True),  # past it
+        ("10", "9.99999999", False),  # still under
+        ("10", "0", False),
+        ("0", "5", False),  # budget 0: the rung is disabled, nothing to reach
+        (None, "1000", False),  # no budget: never gated
     ],
 )
-def test_spend_crosses_a_budget_only_going_from_under_it_to_at_least_it(
-    budget: str | None, before: str, after: str, crosses: bool
+def test_a_budget_is_reached_at_or_past_it_and_never_without_one(
+    budget: str | None, spent: str, reached: bool
 ) -> None:
-    assert (
-        crosses_budget(None if budget is None else Decimal(budget), Decimal(before), Decimal(after))
-        is crosses
-    )
+    assert reaches_budget(None if budget is None else Decimal(budget), Decimal(spent)) is reached
 
 
 def test_the_utc_day_of_an_instant_is_its_day_in_utc() -> None:

@@ -20,7 +20,7 @@ from django.test import override_settings
 from billing import services as billing_services
 from billing.models import ChangeCounter, ModelPrice
 from ladder import services
-from ladder.models import LadderSettings, SpendDayTotal, SpendEntry
+from ladder.models import BudgetCrossing, LadderSettings, SpendDayTotal, SpendEntry
 from tests.ladder.factories import NOW, make_connection
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +97,18 @@ def _spend(
     )
 
 
+def _input(request_id: str, cost: str | None) -> services.SpendInput:
+    return services.SpendInput(
+        request_id,
+        "openai-key",
+        "openai",
+        "gpt-4o-mini",
+        None if cost is None else Decimal(cost),
+        1_000_000,
+        0,
+    )
+
+
 def _totals() -> list[tuple[date, str, Decimal]]:
     return list(
         SpendDayTotal.objects.order_by("day", "rung").values_list("day", "rung", "spent_usd")
@@ -117,6 +129,9 @@ def _ledger_sums() -> list[tuple[date, str, Decimal]]:
 # --- queries per write ----------------------------------------------------------------------
 
 
+ON_POSTGRESQL = db_connection.vendor == "postgresql"
+
+
 @pytest.mark.parametrize("price_rows", [10, 3000])
 @pytest.mark.parametrize("cost", [None, "0.01"], ids=["computed-cost", "reported-cost"])
 def test_a_spend_write_costs_the_same_few_queries_whatever_the_price_catalog_holds(
@@ -127,34 +142,71 @@ def test_a_spend_write_costs_the_same_few_queries_whatever_the_price_catalog_hol
     _budgets(cheap="100")
     _spend("warm", "0.01")  # loads the snapshot and creates the day's total
 
-    # request id seen?, counters, connection, savepoint, insert, lock the totals of today
-    # and of the window's first day, add, window sum, release
-    with django_assert_num_queries(9):
+    # PostgreSQL: counters, connection, the one statement (ledger row and day total),
+    # then the window's sum. SQLite: counters, connection, savepoint, insert, lock the
+    # day's total, add, release, window sum.
+    with django_assert_num_queries(4 if ON_POSTGRESQL else 8):
         _, created = _spend("hot", cost)
 
     assert created is True
 
 
 @pytest.mark.parametrize("price_rows", [10, 3000])
-def test_a_spend_write_on_a_rung_without_budget_skips_the_lock_of_the_window_and_its_sum(
+def test_with_the_tokens_counters_a_spend_write_is_its_statement_and_the_window_sum(
+    price_rows: int, django_assert_num_queries: Any
+) -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(price_rows)
+    _budgets(cheap="100")
+    counters = billing_services.change_counters()  # as the API reads them with the token
+    services.record_spend(_input("warm", "0.01"), now=NOW, counters=counters)
+
+    with django_assert_num_queries(2 if ON_POSTGRESQL else 6):
+        _, created = services.record_spend(_input("hot", None), now=NOW, counters=counters)
+
+    assert created is True
+
+
+@pytest.mark.parametrize("price_rows", [10, 3000])
+def test_a_spend_write_on_a_rung_without_budget_skips_the_window_sum(
     price_rows: int, django_assert_num_queries: Any
 ) -> None:
     make_connection("openai-key", provider="openai", auth_type="apikey")
     _prices(price_rows)
     _spend("warm", "0.01")
 
-    # request id seen?, counters, connection, savepoint, insert, lock, add, release
-    with django_assert_num_queries(8):
+    # PostgreSQL: counters, connection, the statement; SQLite: counters, connection,
+    # savepoint, insert, lock, add, release.
+    with django_assert_num_queries(3 if ON_POSTGRESQL else 7):
         _spend("hot", None)
 
 
-def test_a_seen_request_id_costs_one_query(django_assert_num_queries: Any) -> None:
+def test_a_seen_request_id_is_answered_as_stored_and_writes_nothing(
+    django_assert_num_queries: Any,
+) -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(10)
     _spend("r1", "1")
+    totals = _totals()
 
-    with django_assert_num_queries(1):
+    # PostgreSQL: counters, connection, the statement (which inserts nothing), the
+    # stored entry. SQLite: counters, connection, savepoint, the refused insert,
+    # rollback to the savepoint, release, the stored entry.
+    with django_assert_num_queries(4 if ON_POSTGRESQL else 7):
         entry, created = _spend("r1", "9")
 
-    assert (entry.cost_usd, created) == (Decimal("1.00000000"), False)
+    assert (entry.cost_usd, created, _totals()) == (Decimal("1.00000000"), False, totals)
+
+
+def test_a_seen_request_id_is_answered_even_when_its_report_would_now_be_refused() -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(10)
+    _spend("r1", "1", occurred_at=NOW - timedelta(days=1))
+
+    # A day later than the retention period allows, the retry of the same report.
+    entry, created = _spend("r1", "1", occurred_at=NOW - timedelta(days=400))
+
+    assert (entry.request_id, entry.cost_usd, created) == ("r1", Decimal("1.00000000"), False)
 
 
 def test_the_settings_of_the_snapshot_decide_the_date_check_with_no_reload() -> None:
@@ -470,3 +522,21 @@ def test_concurrent_batches_and_single_writes_keep_the_totals_and_cross_once() -
     # More than 200 entries of 0.10 pass the 20 USD budget once.
     assert count > 200
     assert _state() == before + 1
+
+
+def test_a_crossing_is_recorded_once_per_window_and_budget_and_pruned_with_its_window() -> None:
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    _prices(10)
+    _budgets(cheap="1")
+    _spend("a", "1")  # reaches 1 USD
+    _spend("b", "1")
+    _budgets(cheap="3")  # raised: crossed anew at 3 USD
+    _spend("c", "1")
+    stored = list(BudgetCrossing.objects.values_list("rung", "window_start", "budget_usd"))
+
+    pruned_early = services.prune_budget_crossings(older_than=datetime(2026, 11, 1, tzinfo=UTC))
+    pruned = services.prune_budget_crossings(older_than=datetime(2026, 11, 2, tzinfo=UTC))
+
+    month = datetime(2026, 11, 1, tzinfo=UTC)
+    assert stored == [("cheap", month, Decimal("1.000000")), ("cheap", month, Decimal("3.000000"))]
+    assert (pruned_early, pruned, BudgetCrossing.objects.count()) == (0, 2, 0)

@@ -1,0 +1,109 @@
+"""One spend report written in one statement on PostgreSQL: the ledger row (nothing when
+its request id was recorded before) and its day total's upsert, in a data-modifying CTE.
+Outside a transaction that statement is its own transaction, so the total's row lock is
+held for one statement and its commit, not across round trips, and concurrent gateways
+reporting on one rung queue for a fraction of a millisecond each. Built once as plain
+SQL from the models' columns and prepared once per connection (no ORM compilation and
+no planning on the request path)."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models import Field
+
+from ladder import core
+from ladder.models import SpendDayTotal, SpendEntry
+from ladder.prepared import prepared_cursor
+
+# The ledger's columns this statement writes, in the order of its parameters.
+ENTRY_FIELDS = (
+    "request_id",
+    "connection_id",
+    "provider",
+    "model",
+    "cost_usd",
+    "is_cost_computed",
+    "billed_usd",
+    "list_price_usd",
+    "input_tokens",
+    "output_tokens",
+    "rung",
+    "occurred_at",
+    "recorded_at",
+)
+
+_sql: str | None = None
+
+
+def _column(model: Any, name: str) -> str:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)
+    return connection.ops.quote_name(str(field.column))
+
+
+def _statement() -> str:
+    global _sql
+    if _sql is None:
+        quote = connection.ops.quote_name
+        ledger = quote(SpendEntry._meta.db_table)
+        totals = quote(SpendDayTotal._meta.db_table)
+        columns = ", ".join(_column(SpendEntry, name) for name in ENTRY_FIELDS)
+        values = ", ".join(["%s"] * len(ENTRY_FIELDS))
+        day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
+        spent = _column(SpendDayTotal, "spent_usd")
+        listed = _column(SpendDayTotal, "list_price_usd")
+        _sql = (
+            f"WITH inserted AS (INSERT INTO {ledger} ({columns}) VALUES ({values}) "
+            f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
+            f"RETURNING {_column(SpendEntry, 'id')}), "
+            f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
+            "SELECT %s, %s, %s, %s FROM inserted "
+            f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
+            f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
+            f"{listed} = {totals}.{listed} + EXCLUDED.{listed}) "
+            "SELECT id FROM inserted"
+        )
+    return _sql
+
+
+def insert_entry(entry: SpendEntry) -> bool:
+    """Insert an unsaved ledger row and add it to its day total, in one statement;
+    False (and nothing written) when its request id is in the ledger already. Sets the
+    entry's primary key. PostgreSQL only (SQLite has no data-modifying CTE)."""
+    assert connection.vendor == "postgresql"
+    params = [getattr(entry, name) for name in ENTRY_FIELDS]
+    params += [core.utc_day(entry.occurred_at), entry.rung, entry.cost_usd, entry.list_price_usd]
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_statement(), params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    entry.pk = row[0]
+    entry._state.adding = False
+    entry._state.db = connection.alias
+    return True
+
+
+_window_sql: str | None = None
+
+
+def window_sum(rung: str, first: date, end: date) -> Decimal:
+    """A rung's spend over the days [first, end), from the day totals, as one prepared
+    statement (PostgreSQL only: its sum of numerics is exact)."""
+    global _window_sql
+    assert connection.vendor == "postgresql"
+    if _window_sql is None:
+        totals = connection.ops.quote_name(SpendDayTotal._meta.db_table)
+        day, spent = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "spent_usd")
+        _window_sql = (
+            f"SELECT COALESCE(SUM({spent}), 0) FROM {totals} "
+            f"WHERE {_column(SpendDayTotal, 'rung')} = %s AND {day} >= %s AND {day} < %s"
+        )
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_window_sql, [rung, first, end])
+        (total,) = cursor.fetchone()
+    return Decimal(total)
