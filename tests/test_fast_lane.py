@@ -72,10 +72,10 @@ def call(app: Any, path: str = POOL, token: str | None = None, **extra: Any) -> 
     return Answer(status, list(headers), body)
 
 
-@pytest.fixture
-def django_app() -> Iterator[CountingDjango]:
-    # Django's handler closes the database connection at request start and end, which
-    # would close the test's own transaction; its test client disconnects these too.
+def without_connection_closing() -> Iterator[CountingDjango]:
+    """A counting Django handler for a test's duration. Django's handler closes the
+    database connection at request start and end, which would close the test's own
+    transaction; its test client disconnects these too."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
@@ -83,6 +83,11 @@ def django_app() -> Iterator[CountingDjango]:
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def django_app() -> Iterator[CountingDjango]:
+    yield from without_connection_closing()
 
 
 @pytest.fixture
