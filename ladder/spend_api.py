@@ -4,8 +4,6 @@ prices'), or all of it as CSV (`?format=csv`, streamed). Mounted on the ladder r
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -43,17 +41,6 @@ class SpendQuery(Schema):
     )
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-def _csv_stream(filters: services.SpendFilters) -> Iterator[str]:
-    writer = csv.writer(_Echo(), lineterminator="\r\n")
-    for row in services.spend_csv_rows(filters):
-        yield writer.writerow(row)
-
-
 SPEND_DESCRIPTION = """The spend ledger, newest first, `limit` entries per page. When more \
 follow, the answer carries the next page's cursor in `X-Next-Cursor` and a `Link: <...>; \
 rel="next"` header (same filters); send it back as `cursor`. Filters: `since` (inclusive), \
@@ -87,9 +74,11 @@ def list_spend(request: HttpRequest, response: HttpResponse, query: Query[SpendQ
         provider=query.provider,
     )
     if query.format == "csv":
-        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        stream = StreamingHttpResponse(_csv_stream(filters), content_type="text/csv; charset=utf-8")
-        stream["Content-Disposition"] = f'attachment; filename="spend-{stamp}.csv"'
+        stream = StreamingHttpResponse(
+            services.spend_csv_lines(filters), content_type="text/csv; charset=utf-8"
+        )
+        filename = services.spend_csv_filename(timezone.now())
+        stream["Content-Disposition"] = f'attachment; filename="{filename}"'
         return stream
     page = services.spend_page(filters, limit=query.limit, after=position)
     link_next_page(request, response, page.next_cursor)

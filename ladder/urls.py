@@ -13,6 +13,7 @@ from ladder.web import (
     pools,
     reports,
     settings,
+    spend,
     timeline,
     tokens,
 )
@@ -71,6 +72,8 @@ urlpatterns = [
     ),
     path("pools/", pools.pools, name="pools"),
     path("pools/timeline/", timeline.pool_timeline, name="pool-timeline"),
+    path("spend/", spend.spend_page, name="spend"),
+    path("spend/export.csv", spend.spend_csv, name="spend-csv"),
     path("reports/simulation/", reports.simulation_report, name="simulation-report"),
     path("reports/simulation/run/", reports.simulation_start, name="simulation-start"),
     path(

@@ -64,6 +64,8 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "candidates/<int:candidate_id>/delete/"): DASHBOARD_WRITE,
     ("GET", "pools/"): PAGE,
     ("GET", "pools/timeline/"): PAGE,
+    ("GET", "spend/"): PAGE,
+    ("GET", "spend/export.csv"): PAGE,
     ("GET", "reports/simulation/"): PAGE,
     ("POST", "reports/simulation/run/"): DASHBOARD_WRITE,
     ("GET", "reports/simulation/runs/<int:run_id>/"): PAGE,

@@ -114,12 +114,23 @@ from ladder.services.spend import (
     validate_occurred_at,
 )
 from ladder.services.spend_batch import MAX_SPEND_BATCH, SpendBatch, record_spend_batch
+from ladder.services.spend_history import (
+    BREAKDOWN_ROWS,
+    Breakdown,
+    BreakdownRow,
+    SpendReport,
+    WindowName,
+    spend_report,
+    window_filters,
+)
 from ladder.services.spend_ledger import (
     SPEND_DEFAULT_LIMIT,
     SPEND_MAX_LIMIT,
     SpendFilters,
     SpendPage,
     decode_spend_cursor,
+    spend_csv_filename,
+    spend_csv_lines,
     spend_csv_rows,
     spend_page,
 )
@@ -130,6 +141,7 @@ from ladder.services.spend_totals import (
 )
 
 __all__ = [
+    "BREAKDOWN_ROWS",
     "DECISION_BASE_BYTES",
     "DECISION_BYTES_PER_INPUT_BYTE",
     "DECISION_CACHE_SHARE",
@@ -144,6 +156,8 @@ __all__ = [
     "SPEND_DEFAULT_LIMIT",
     "SPEND_MAX_LIMIT",
     "VIEW_FIELDS",
+    "Breakdown",
+    "BreakdownRow",
     "BrokerUnavailable",
     "CandidateInput",
     "ConnectionExists",
@@ -164,9 +178,11 @@ __all__ = [
     "SpendFilters",
     "SpendInput",
     "SpendPage",
+    "SpendReport",
     "SpendSummary",
     "StoredReading",
     "UnknownCategory",
+    "WindowName",
     "adapter_url",
     "add_to_totals",
     "apply_event",
@@ -218,9 +234,12 @@ __all__ = [
     "server_clock",
     "settings_changes_since",
     "settings_snapshot",
+    "spend_csv_filename",
+    "spend_csv_lines",
     "spend_csv_rows",
     "spend_in_window",
     "spend_page",
+    "spend_report",
     "spend_rung",
     "spend_summary",
     "store_reading",
@@ -234,5 +253,6 @@ __all__ = [
     "validate_occurred_at",
     "validate_settings",
     "views_of_rows",
+    "window_filters",
     "write_snapshot",
 ]

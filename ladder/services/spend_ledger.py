@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import base64
+import csv
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db.models import Q, QuerySet
@@ -143,3 +144,23 @@ def spend_csv_rows(filters: SpendFilters) -> Iterator[tuple[str, ...]]:
             _money(e.billed_usd),
             _money(e.list_price_usd),
         )
+
+
+class _Echo:
+    """A file that hands back what is written: csv.writer then returns each line."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def spend_csv_lines(filters: SpendFilters) -> Iterator[str]:
+    """The CSV export as text lines (CRLF), streamed: the one writer of the API's
+    `?format=csv` and the dashboard's download."""
+    writer = csv.writer(_Echo(), lineterminator="\r\n")
+    for row in spend_csv_rows(filters):
+        yield writer.writerow(row)
+
+
+def spend_csv_filename(now: datetime) -> str:
+    """The export's file name: `spend-<UTC time>.csv`."""
+    return f"spend-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}.csv"

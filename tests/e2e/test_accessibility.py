@@ -36,6 +36,7 @@ PAGES = (
     "/pools/?auto_id=auto/thrifty",
     "/pools/?auto_id=auto/subscription",
     "/pools/timeline/?auto_id=auto/thrifty",
+    "/spend/",
     "/catalog/",
     "/prices/",
     "/settings/",

@@ -1,7 +1,10 @@
-"""Stored XSS, once in real Chromium: hostile text in a catalog reason, a connection label
-and a provider name renders as text on every page, runs nothing and adds no handler."""
+"""Stored XSS, once in real Chromium: hostile text in a catalog reason, a connection label,
+a provider name and a reported model name renders as text on every page, runs nothing
+and adds no handler."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import Dialog, Page
@@ -31,6 +34,10 @@ def test_hostile_text_renders_inert_in_chromium(page: Page, live_server: LiveSer
         services.ConnectionInput("cursor", "oauth", label=PAYLOADS[1] + PAYLOADS[3]),
     )
     make_candidate("cursor", PAYLOADS[0][:60], connection_id="evil", categories=("coding",))
+    # A gateway's model name, shown by the spend page's breakdown.
+    services.record_spend(
+        services.SpendInput("xss-spend", "evil", "cursor", PAYLOADS[1], Decimal("1"))
+    )
     make_user("olga", "operator")
     dialogs: list[str] = []
 
@@ -41,7 +48,7 @@ def test_hostile_text_renders_inert_in_chromium(page: Page, live_server: LiveSer
     page.on("dialog", on_dialog)
     sign_in(page, live_server.url, "olga")
 
-    for path in ("/", "/connections/", "/connections/evil/", "/pools/", "/catalog/"):
+    for path in ("/", "/connections/", "/connections/evil/", "/pools/", "/catalog/", "/spend/"):
         page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
         for button in page.locator("main button", has_text="press").all():
@@ -52,4 +59,6 @@ def test_hostile_text_renders_inert_in_chromium(page: Page, live_server: LiveSer
         assert page.locator("main img[src=x]").count() == 0, path
     page.goto(f"{live_server.url}/catalog/")
     assert "onerror=" in page.locator("main").inner_text()  # shown as text, not markup
+    page.goto(f"{live_server.url}/spend/")
+    assert "onerror=" in page.locator(".spend-by-model").inner_text()
     assert dialogs == []

@@ -23,6 +23,7 @@ PAGES = (
     "/connections/claude-max-1/",
     "/pools/?auto_id=auto/thrifty",
     "/pools/timeline/?auto_id=auto/thrifty",
+    "/spend/",
     "/catalog/",
     "/prices/",
     "/settings/",

@@ -30,6 +30,7 @@ PAGE_QUERIES = {
     "/candidates/?q=claude&page=2": 10,
     "/pools/": 7,
     "/pools/?auto_id=auto/thrifty": 7,
+    "/spend/": 6,  # the settings, the day totals, the breakdown's totals, connections, models
     "/catalog/": 4,
     "/prices/": 5,
     "/settings/": 5,

@@ -748,6 +748,7 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
         "Connections",
         "Candidates",
         "Pools",
+        "Spend",
         "Catalog",
         "Prices",
         "Settings",
