@@ -446,6 +446,13 @@ def main() -> None:
         "--settle", type=float, default=0.5, help="seconds for long polls to reach the server"
     )
     parser.add_argument(
+        "--timeline",
+        choices=("on", "off"),
+        default="on",
+        help="the server records the pool timeline (POOL_TIMELINE_RECORDING), as deployed; "
+        "off measures what recording costs (#17)",
+    )
+    parser.add_argument(
         "--no-server",
         action="store_true",
         help="measure a server you started yourself on 127.0.0.1:$BENCH_PORT, on the "
@@ -468,13 +475,17 @@ def main() -> None:
         input(f"start your server on {common.BASE} now, then press Enter: ")
     else:
         print(common.describe_server(args.server, args.workers, args.threads))
+        print(f"pool timeline recording: {args.timeline}")
     reference = common.machine_reference()
     print(f"machine reference (3M-step Python loop): {reference:.3f} s")
     run = Run(args, world["token"])
     run.figures["machine_reference_s"] = reference
     run.figures["server"] = common.describe_server(args.server, args.workers, args.threads)
+    run.figures["timeline_recording"] = args.timeline
     server = None
     if not args.no_server:
+        # The server's environment is this one's (common.server_env).
+        os.environ["POOL_TIMELINE_RECORDING"] = "true" if args.timeline == "on" else "false"
         serve = {"workers": args.workers, "threads": args.threads, "log": "hot_path-server"}
         server = common.start_server(args.server, **serve)
     try:

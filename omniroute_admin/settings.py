@@ -189,6 +189,10 @@ if CHANGE_FEED_RESYNC_SECONDS <= 0:
 # bodies), least recently used out first; a single answer above an eighth of its share is
 # served but not kept. 0 caches nothing.
 DECISION_CACHE_MAX_BYTES: int = _typed("DECISION_CACHE_MAX_BYTES", env.int, 64 * 1024 * 1024)
+# Whether computed decisions record the pool timeline (ladder.services.timeline): on in
+# every deployment; off only to measure what recording costs (bench/hot_path.py
+# --timeline off), since the timeline page and its API then miss every change.
+POOL_TIMELINE_RECORDING: bool = _typed("POOL_TIMELINE_RECORDING", env.bool, True)
 if DECISION_CACHE_MAX_BYTES < 0:
     raise ImproperlyConfigured("DECISION_CACHE_MAX_BYTES must be 0 (no cache) or more.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -231,7 +231,7 @@ def _compute(
     spend = spend_in_window(config, now) if has_budget else {}
     tiers = tiers_of(candidates, snapshot.prices, config)
     decision = core.decide(auto_id, candidates, views, tiers, spend, config, now)
-    if key[1] == "registered":
+    if key[1] == "registered" and settings.POOL_TIMELINE_RECORDING:
         # The pool timeline: no query unless the membership differs from the one this
         # process last saw recorded (ladder.services.timeline).
         timeline.note_decision(decision)

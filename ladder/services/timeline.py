@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
@@ -125,6 +126,8 @@ def record_published(*, now: datetime) -> int:
     asks, and check each against the stored membership (one query per auto id): a
     change some process saw and no process recorded the end of is recorded within one
     beat period. The number of auto ids decided."""
+    if not settings.POOL_TIMELINE_RECORDING:
+        return 0
     from billing import services as billing_services
     from ladder.services.dashboard import published_auto_ids
     from ladder.services.decisions import _registered_for, decide_registered

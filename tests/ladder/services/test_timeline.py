@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import connection as db_connection
@@ -271,3 +272,18 @@ def test_the_beat_records_a_return_no_process_saw_recorded() -> None:
         (s(10), "left", "plan", "subscription", "cooling_down"),
         (s(20), "entered", "plan", "subscription", None),
     ]
+
+
+def test_with_recording_switched_off_decisions_store_no_membership_and_no_transition(
+    settings: Any,
+) -> None:
+    settings.POOL_TIMELINE_RECORDING = False
+    _world()
+    make_reading("plan", remaining_percent=60.0, now=NOW)
+
+    decision = decisions.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW)
+    decided_by_the_beat = timeline.record_published(now=NOW)
+
+    assert [c.connection_id for c in decision.candidates] == ["plan"]
+    assert decided_by_the_beat == 0
+    assert (PoolMembership.objects.count(), PoolTransition.objects.count()) == (0, 0)
