@@ -109,6 +109,7 @@ def put_connection(
             quota_source=payload.quota_source,
             credential=payload.credential,
         ),
+        actor=actor_of(request),
     )
     return connection
 
@@ -130,7 +131,7 @@ def get_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any
 )
 def delete_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> Any:
     """Delete a connection with its readings."""
-    if not services.delete_connection(connection_id):
+    if not services.delete_connection(connection_id, actor=actor_of(request)):
         return Status(404, _detail(f"No connection {connection_id!r}."))
     return Status(204, None)
 
@@ -282,7 +283,7 @@ def list_candidates(request: HttpRequest) -> list[Candidate]:
 def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
     """Register a candidate: exactly one of `connection_id` and a non-empty
     `allowed_connection_ids`."""
-    return Status(201, services.save_candidate(_candidate_input(payload)))
+    return Status(201, services.save_candidate(_candidate_input(payload), actor=actor_of(request)))
 
 
 @router.put(
@@ -292,7 +293,7 @@ def create_candidate(request: HttpRequest, payload: CandidateSchema) -> Any:
 )
 def update_candidate(request: HttpRequest, candidate_id: int, payload: CandidateSchema) -> Any:
     """Replace a candidate's fields."""
-    return services.save_candidate(_candidate_input(payload), candidate_id)
+    return services.save_candidate(_candidate_input(payload), candidate_id, actor=actor_of(request))
 
 
 @router.delete(
@@ -302,7 +303,7 @@ def update_candidate(request: HttpRequest, candidate_id: int, payload: Candidate
 )
 def delete_candidate(request: HttpRequest, candidate_id: int) -> Any:
     """Remove a candidate."""
-    if not services.delete_candidate(candidate_id):
+    if not services.delete_candidate(candidate_id, actor=actor_of(request)):
         return Status(404, _detail(f"No candidate {candidate_id}."))
     return Status(204, None)
 

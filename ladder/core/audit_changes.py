@@ -35,6 +35,7 @@ TARGET_KINDS: Final[Mapping[str, TargetKind]] = {
     "price": TargetKind("Price", ("provider", "model")),
     "settings": TargetKind("Settings"),
     "candidate": TargetKind("Candidate", ("provider", "model")),
+    "connection": TargetKind("Connection", ("provider", "auth_type")),
     "token": TargetKind("API token", ("name",)),
     "webhook": TargetKind("Webhook", ("name",)),
     "notification": TargetKind("Test notification", ("webhook",)),

@@ -29,16 +29,40 @@ class ConnectionInput:
     credential: str | None = None  # None keeps the stored one; "" clears it
 
 
+# Who a write is recorded as when its caller names nobody (seeding, scripts).
+SYSTEM_ACTOR = "system"
+
+
+def connection_snapshot(connection: Connection) -> dict[str, object]:
+    """The audited fields of a connection: whether it holds a credential, never the
+    credential (nor its ciphertext)."""
+    return {
+        "provider": connection.provider,
+        "auth_type": connection.auth_type,
+        "label": connection.label,
+        "active": connection.is_active,
+        "quota_source": connection.quota_source,
+        # Named so that the audit page shows it: whether one is stored, never its value.
+        "authentication": "stored" if connection.credential_ciphertext else "none",
+    }
+
+
 class ConnectionExists(Exception):
     """A create-only write named an id that is registered already; nothing changed."""
 
 
 def upsert_connection(
-    connection_id: str, data: ConnectionInput, *, must_exist: bool | None = None
+    connection_id: str,
+    data: ConnectionInput,
+    *,
+    must_exist: bool | None = None,
+    actor: str = SYSTEM_ACTOR,
 ) -> tuple[Connection, bool]:
     """Create or replace a connection's fields; the credential is encrypted before storing.
     `must_exist=True` only updates (NotFound), `False` only creates (ConnectionExists),
-    decided under the row lock so a concurrent write cannot slip in between."""
+    decided under the row lock so a concurrent write cannot slip in between. Audited in
+    the same transaction (the credential as "stored", "replaced" or "none", never its
+    value)."""
     refuse_bad_ids("connection_id", [connection_id])
     provider = billing_services.provider_id(data.provider)
     ciphertext = None
@@ -53,6 +77,7 @@ def upsert_connection(
             raise NotFound(f"No connection {connection_id!r}.")
         if must_exist is False and connection is not None:
             raise ConnectionExists(f"A connection with the id {connection_id} exists already.")
+        before = None if connection is None else connection_snapshot(connection)
         if connection is None:
             connection = Connection(connection_id=connection_id)
         connection.provider = provider
@@ -72,6 +97,17 @@ def upsert_connection(
                 f"A connection with the id {connection_id} exists already."
             ) from error
         billing_services.bump(ChangeCounter.STATE)
+        after = connection_snapshot(connection)
+        if ciphertext is not None and before is not None:
+            after["authentication"] = "replaced"
+        billing_services.record_audit(
+            target_type="connection",
+            target_id=connection_id,
+            action="create" if created else "update",
+            actor=actor,
+            before=before,
+            after=after,
+        )
     logger.info(
         "connection %s %s (provider %s, auth %s, credential %s)",
         connection_id,
@@ -83,15 +119,27 @@ def upsert_connection(
     return connection, created
 
 
-def delete_connection(connection_id: str) -> bool:
-    """Delete a connection and its readings; False when there was none."""
+def delete_connection(connection_id: str, *, actor: str = SYSTEM_ACTOR) -> bool:
+    """Delete a connection and its readings; False when there was none. Audited in the
+    same transaction."""
     if not is_connection_id(connection_id):
         return False
     with transaction.atomic():
-        deleted, _ = Connection.objects.filter(connection_id=connection_id).delete()
-        if deleted:
-            billing_services.bump(ChangeCounter.STATE)
-    return deleted > 0
+        found = Connection.objects.select_for_update().filter(connection_id=connection_id).first()
+        if found is None:
+            return False
+        before = connection_snapshot(found)
+        found.delete()
+        billing_services.bump(ChangeCounter.STATE)
+        billing_services.record_audit(
+            target_type="connection",
+            target_id=connection_id,
+            action="delete",
+            actor=actor,
+            before=before,
+            after=None,
+        )
+    return True
 
 
 def get_connection(connection_id: str) -> Connection:
@@ -147,10 +195,10 @@ def candidate_snapshot(candidate: Candidate) -> dict[str, object]:
 
 
 def save_candidate(
-    data: CandidateInput, candidate_id: int | None = None, *, actor: str | None = None
+    data: CandidateInput, candidate_id: int | None = None, *, actor: str = SYSTEM_ACTOR
 ) -> Candidate:
-    """Create a candidate, or replace one's fields (NotFound when it does not exist).
-    With an `actor` (a dashboard user) the write is audited in the same transaction."""
+    """Create a candidate, or replace one's fields (NotFound when it does not exist),
+    audited in the same transaction."""
     validate_candidate_target(data.connection_id, data.allowed_connection_ids)
     refuse_bad_ids("connection_id", [data.connection_id])
     refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
@@ -178,21 +226,20 @@ def save_candidate(
             candidate.ref = data.ref or None
         candidate.save()
         billing_services.bump(ChangeCounter.STATE)
-        if actor is not None:
-            billing_services.record_audit(
-                target_type="candidate",
-                target_id=candidate.pk,
-                action="create" if candidate_id is None else "update",
-                actor=actor,
-                before=before,
-                after=candidate_snapshot(candidate),
-            )
+        billing_services.record_audit(
+            target_type="candidate",
+            target_id=candidate.pk,
+            action="create" if candidate_id is None else "update",
+            actor=actor,
+            before=before,
+            after=candidate_snapshot(candidate),
+        )
     return candidate
 
 
-def delete_candidate(candidate_id: int, *, actor: str | None = None) -> bool:
-    """Remove a registered candidate; False when there was none. With an `actor` the
-    deletion is audited in the same transaction."""
+def delete_candidate(candidate_id: int, *, actor: str = SYSTEM_ACTOR) -> bool:
+    """Remove a registered candidate; False when there was none; audited in the same
+    transaction."""
     with transaction.atomic():
         found = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
         if found is None:
@@ -200,13 +247,12 @@ def delete_candidate(candidate_id: int, *, actor: str | None = None) -> bool:
         before = candidate_snapshot(found)
         found.delete()
         billing_services.bump(ChangeCounter.STATE)
-        if actor is not None:
-            billing_services.record_audit(
-                target_type="candidate",
-                target_id=candidate_id,
-                action="delete",
-                actor=actor,
-                before=before,
-                after=None,
-            )
+        billing_services.record_audit(
+            target_type="candidate",
+            target_id=candidate_id,
+            action="delete",
+            actor=actor,
+            before=before,
+            after=None,
+        )
     return True

@@ -1,10 +1,10 @@
-"""The audit page: every recorded change (catalog, prices, settings, candidates, API
-tokens, webhooks, test notifications), newest first: who, when, what (linked to the
-object while it exists) and the changed fields before and after.
+"""The audit page: every recorded change (catalog, prices, settings, connections,
+candidates, API tokens, webhooks, test notifications), newest first: who, when, what
+(linked to the object while it exists) and the changed fields before and after.
 
 Viewers read it: the snapshots hold no secret (tokens record name, scope, prefix and
 revocation, never the secret or its hash; webhooks the URL's origin, never the signing
-secret), and any field named like a secret is shown as "hidden" all the same."""
+secret; connections whether a credential is stored, never the credential), and any field named like a secret is shown as "hidden" all the same."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ladder.core.audit_changes import (
     kind_name,
     target_label,
 )
-from ladder.models import ApiToken, Candidate, Webhook
+from ladder.models import ApiToken, Candidate, Connection, Webhook
 from ladder.web.presenters import duration_text
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import HtmxHttpRequest, render, search_param, viewer_required
@@ -74,6 +74,13 @@ def _existing(entries: list[AuditEntry]) -> dict[str, set[str]]:
         if entry.target_type in _LINKED and entry.target_id.isdigit():
             wanted.setdefault(entry.target_type, set()).add(int(entry.target_id))
     found: dict[str, set[str]] = {}
+    connection_ids = {e.target_id for e in entries if e.target_type == "connection"}
+    if connection_ids:
+        found["connection"] = set(
+            Connection.objects.filter(connection_id__in=connection_ids).values_list(
+                "connection_id", flat=True
+            )
+        )
     for target_type, ids in wanted.items():
         model = _LINKED[target_type][0]
         found[target_type] = {
@@ -87,6 +94,8 @@ def _url(entry: AuditEntry, existing: dict[str, set[str]]) -> str | None:
         return reverse("ladder:settings")
     if entry.target_id not in existing.get(entry.target_type, ()):
         return None
+    if entry.target_type == "connection":
+        return reverse("ladder:connection", args=[entry.target_id])
     return reverse(_LINKED[entry.target_type][1]) + _ANCHORS[entry.target_type].format(
         id=entry.target_id
     )

@@ -308,7 +308,10 @@ def connection_edit(request: HtmxHttpRequest, connection_id: str) -> HttpRespons
     if form.is_valid():
         try:
             connection, _ = services.upsert_connection(
-                connection_id, form.connection_input(), must_exist=True
+                connection_id,
+                form.connection_input(),
+                must_exist=True,
+                actor=request.user.get_username(),
             )
         except CredentialKeyMissing:
             # Raised before anything is written: nothing changed.
@@ -365,7 +368,12 @@ def connection_add(request: HtmxHttpRequest) -> HttpResponseBase:
         return _add_panel(request, status=422, form=form)
     connection_id: str = form.cleaned_data["connection_id"]
     try:
-        services.upsert_connection(connection_id, form.connection_input(), must_exist=False)
+        services.upsert_connection(
+            connection_id,
+            form.connection_input(),
+            must_exist=False,
+            actor=request.user.get_username(),
+        )
     except services.ConnectionExists:
         form.add_error(
             "connection_id",
@@ -403,7 +411,7 @@ def connection_add_or_page(request: HtmxHttpRequest) -> HttpResponseBase:
 def connection_delete(request: HtmxHttpRequest, connection_id: str) -> HttpResponseBase:
     """Delete a connection with its readings and transitions, after the confirmation
     step; back to the list with what happened."""
-    if services.delete_connection(connection_id):
+    if services.delete_connection(connection_id, actor=request.user.get_username()):
         messages.success(
             request,
             f"Deleted {connection_id} with its readings and transitions. Candidates that "

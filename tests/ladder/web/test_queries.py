@@ -36,7 +36,9 @@ PAGE_QUERIES = {
     "/settings/": 5,
     "/tokens/": 2,
     "/notifications/": 3,
-    "/audit/": 7,  # types, actors, count, page, and whether the linked objects exist
+    # types, actors, count, page, and whether the linked objects exist (a query per
+    # linked type on the page: the world's connections and candidates among them)
+    "/audit/": 9,
     "/reports/simulation/": 3,  # the role, the latest run, the latest successful one
 }
 SESSION_OR_USER = re.compile(
