@@ -4,7 +4,8 @@ candidates, API tokens, webhooks, test notifications), newest first: who, when, 
 
 Viewers read it: the snapshots hold no secret (tokens record name, scope, prefix and
 revocation, never the secret or its hash; webhooks the URL's origin, never the signing
-secret; connections whether a credential is stored, never the credential), and any field named like a secret is shown as "hidden" all the same."""
+secret; connections whether a credential is stored, never the credential), and any
+field named like a secret is shown as "hidden" all the same."""
 
 from __future__ import annotations
 

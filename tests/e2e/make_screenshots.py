@@ -38,6 +38,8 @@ EVERY_PAGE = (
     ("prices", "/prices/"),
     ("settings", "/settings/"),
     ("tokens", "/tokens/"),
+    ("spend", "/spend/"),
+    ("timeline", "/pools/timeline/?auto_id=auto/thrifty"),
 )
 # name suffix, viewport, full page (a phone shows its first screen: what one sees on opening)
 SIZES = (

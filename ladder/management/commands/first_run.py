@@ -31,4 +31,4 @@ class Command(BaseCommand):
                 "`operator` group in /admin/.\n"
             )
         if not Connection.objects.exists():
-            call_command("seed_demo", stdout=self.stdout)
+            call_command("seed_demo", with_spend=True, stdout=self.stdout)

@@ -5,11 +5,13 @@ plans come back while you watch. Running it again updates the same rows."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
 from billing import services as billing_services
 from billing.models import BillingCatalogEntry
@@ -97,6 +99,41 @@ PRICES = (
     ("ollama", "*", "0", "0"),
 )
 
+# A fortnight of demo traffic, per UTC day back from today: (connection, provider,
+# model, requests, input and output tokens per request). Plan requests cost nothing and
+# their list price is what the plan saved; the paid ones stay well inside the budgets.
+DEMO_TRAFFIC = (
+    ("claude-max-1", "claude", "claude-sonnet-4-5", 6, 40_000, 9_000),
+    ("openai-key", "openai", "gpt-4o-mini", 5, 30_000, 6_000),
+    ("anthropic-key", "claude", "claude-sonnet-4-5", 1, 20_000, 4_000),
+)
+DEMO_DAYS = 14
+
+
+def record_demo_spend(now: datetime) -> int:
+    """Record the demo traffic through the spend service (idempotent: fixed request ids);
+    the number of new ledger entries."""
+    created = 0
+    for day in range(DEMO_DAYS):
+        for connection_id, provider, model, requests, tokens_in, tokens_out in DEMO_TRAFFIC:
+            # Fewer requests on some days, so the chart has a shape.
+            for n in range(max(1, requests - day % 4)):
+                _, new = services.record_spend(
+                    services.SpendInput(
+                        request_id=f"demo-spend-{connection_id}-{day}-{n}",
+                        connection_id=connection_id,
+                        provider=provider,
+                        model=model,
+                        input_tokens=tokens_in,
+                        output_tokens=tokens_out,
+                        occurred_at=now - timedelta(days=day, minutes=10 * n + 5),
+                    ),
+                    now=now,
+                )
+                created += new
+    return created
+
+
 CANDIDATES = (
     (
         "claude",
@@ -118,6 +155,14 @@ CANDIDATES = (
 class Command(BaseCommand):
     help = "Create (or refresh) the demo world: simulated plans, keys, candidates, prices."
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--with-spend",
+            action="store_true",
+            help="also a fortnight of spend on the paid rungs and the plans (the spend page's "
+            "demo; `make run` adds it on a new checkout)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
             for provider, auth_type, billing, overage, reason in CATALOG:
@@ -138,17 +183,22 @@ class Command(BaseCommand):
                     actor=DEMO_ACTOR,
                 )
             for connection_id, fields in CONNECTIONS:
-                services.upsert_connection(connection_id, services.ConnectionInput(**fields))
+                services.upsert_connection(
+                    connection_id, services.ConnectionInput(**fields), actor=DEMO_ACTOR
+                )
             for candidate_id in list(Candidate.objects.values_list("pk", flat=True)):
-                services.delete_candidate(candidate_id)
+                services.delete_candidate(candidate_id, actor=DEMO_ACTOR)
             for provider, model, categories, priority, pinned, allowed in CANDIDATES:
                 services.save_candidate(
-                    services.CandidateInput(provider, model, categories, priority, pinned, allowed)
+                    services.CandidateInput(provider, model, categories, priority, pinned, allowed),
+                    actor=DEMO_ACTOR,
                 )
             # Through the service like every settings write: validated, audited, counted.
             tuning, _ = services.effective_settings_of(services.get_settings_row())
             tuning.update(cheap_budget_usd=Decimal("5"), premium_budget_usd=Decimal("20"))
             services.update_settings(tuning, actor=DEMO_ACTOR)
+        if options["with_spend"]:
+            record_demo_spend(timezone.now())
         self.stdout.write(
             f"Demo world ready: {len(CONNECTIONS)} connections, {len(CANDIDATES)} candidates. "
             "Simulated plans drain and reset every 8 to 15 minutes."
