@@ -47,7 +47,7 @@ INT_STAMP := $(INTEGRATIONS_VENV)/.installed-stamp
 $(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyproject.toml
 	test -x $(INT_PY) || $(PYTHON) -m venv $(INTEGRATIONS_VENV)
 	$(INT_PY) -m pip install --quiet --upgrade pip
-	$(INT_PY) -m pip install --quiet -e integrations/python-client -e integrations/litellm "pytest>=8"
+	$(INT_PY) -m pip install --quiet -e integrations/python-client -e "integrations/litellm[proxy]" "pytest>=8"
 	@touch $(INT_STAMP)
 
 test-integrations: install $(INT_STAMP)
