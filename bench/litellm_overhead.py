@@ -248,6 +248,12 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=5, help="plan resets (reset)")
     parser.add_argument("--window", type=int, default=5, help="the plan's window, seconds")
     parser.add_argument("--capacity", type=int, default=3, help="plan requests per window")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=None,
+        help="QUOTA_RESET_GRACE_SECONDS for the server (default: its own, 1.5)",
+    )
     args = parser.parse_args()
     phases = set(args.phases.split(","))
 
@@ -256,11 +262,17 @@ def main() -> None:
 
     print(f"machine reference {machine_reference():.3f} s (3M-step loop, best of 3)")
     plan = FakeUpstream("anthropic", capacity=args.capacity, window_seconds=args.window)
-    # Production's refresh settings (QUOTA_BEAT_SECONDS 10, QUOTA_RESET_GRACE_SECONDS 1.5).
-    srv = OmniRouteServer(
-        pathlib.Path(tempfile.mkdtemp()), {"QUOTA_URL_CLAUDE": plan.usage_url}, worker=True
+    # Production's refresh settings (QUOTA_BEAT_SECONDS 10, QUOTA_RESET_GRACE_SECONDS 1.5)
+    # unless --grace says otherwise.
+    env = {"QUOTA_URL_CLAUDE": plan.usage_url}
+    if args.grace is not None:
+        env["QUOTA_RESET_GRACE_SECONDS"] = str(args.grace)
+    srv = OmniRouteServer(pathlib.Path(tempfile.mkdtemp()), env, worker=True)
+    grace = env.get("QUOTA_RESET_GRACE_SECONDS", "1.5 (default)")
+    print(
+        f"server: {srv.database_url.split(':', 1)[0]}, broker {srv.broker_url.split(':')[0]}, "
+        f"reset grace {grace} s"
     )
-    print(f"server: {srv.database_url.split(':', 1)[0]}, broker {srv.broker_url.split(':')[0]}")
     try:
         if "overhead" in phases:
             r = asyncio.run(overhead(srv, args.requests))

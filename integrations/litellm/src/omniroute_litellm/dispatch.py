@@ -78,6 +78,7 @@ class Dispatcher:
         self.aliases: dict[str, str] = aliases or {}
         self.pool_body = pool_candidates(self.candidates, self.server_has_aliases)
         self.requests: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, str] = {}
         if register:
             self.register()
 
@@ -140,7 +141,10 @@ class Dispatcher:
             raise NoCapacity(auto_id, None, reason=str(error)) from error
 
     async def adecision(self, auto_id: str) -> Decision:
-        kept = self.client._fresh(pool_key(auto_id, self.pool_body), self.client.clock())
+        key = self._keys.get(auto_id)
+        if key is None:  # the pool body never changes: its cache key is made once
+            key = self._keys[auto_id] = pool_key(auto_id, self.pool_body)
+        kept = self.client._fresh(key, self.client.clock())
         if kept is not None:
             return kept  # no round trip, no thread hop
         return await asyncio.to_thread(self.decision, auto_id)

@@ -83,10 +83,15 @@ class OmniRouteProxyHandler(DispatchHooks):
 
     async def ready(self) -> Dispatcher:
         """The dispatcher, built on first use; its copies on the proxy's Router."""
+        router = self.router or _proxy_router()
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            first = next(iter(dispatcher.deployments), None)
+            if first is None or router.get_deployment(model_id=first) is not None:
+                return dispatcher  # the per-request path: one lookup
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            router = self.router or _proxy_router()
             if self.dispatcher is None:
                 self.dispatcher = await asyncio.to_thread(self._build, router)
             self._ensure_copies(router, self.dispatcher)
