@@ -37,9 +37,11 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-integrations
 
-# The LiteLLM plugin against the real LiteLLM, in its own venv: litellm brings its own
-# pins (openai, tokenizers, pydantic, httpx...) that must never move the server's. Its
-# tests start the real server with the server's venv ($(PY)).
+# The LiteLLM plugin against the real LiteLLM and its proxy server, in its own venv:
+# litellm brings its own pins (openai, tokenizers, pydantic, httpx...) that must never move
+# the server's. Its tests start the real server, a Celery worker and beat with the
+# server's venv ($(PY)), on PostgreSQL / Redis when DATABASE_URL / CELERY_BROKER_URL name
+# them (a database and a queue of their own, dropped afterwards).
 INTEGRATIONS_VENV ?= var/integrations-venv
 INT_PY := $(INTEGRATIONS_VENV)/bin/python
 INT_STAMP := $(INTEGRATIONS_VENV)/.installed-stamp
@@ -47,7 +49,7 @@ INT_STAMP := $(INTEGRATIONS_VENV)/.installed-stamp
 $(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyproject.toml
 	test -x $(INT_PY) || $(PYTHON) -m venv $(INTEGRATIONS_VENV)
 	$(INT_PY) -m pip install --quiet --upgrade pip
-	$(INT_PY) -m pip install --quiet -e integrations/python-client -e integrations/litellm "pytest>=8"
+	$(INT_PY) -m pip install --quiet -e integrations/python-client -e "integrations/litellm[proxy]" "pytest>=8"
 	@touch $(INT_STAMP)
 
 test-integrations: install $(INT_STAMP)

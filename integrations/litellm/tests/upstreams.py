@@ -3,7 +3,9 @@
 Each serves `capacity` requests per window of `window_seconds` (windows aligned to
 multiples of the length in epoch seconds, so the reset is a whole second, as Anthropic
 sends it), then answers 429 with real-shaped headers until the window ends. Each keeps
-its own bill: the requests it served and their tokens."""
+its own bill: the requests it served and their tokens. `GET /api/oauth/usage` answers
+what Claude's usage endpoint would (the window's utilization and reset), so OmniRoute's
+quota adapter, polled by a real Celery worker, reads the same plan the requests use."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 INPUT_TOKENS = 100
 OUTPUT_TOKENS = 20
+USAGE_PATH = "/api/oauth/usage"
 
 
 class FakeUpstream:
@@ -38,10 +42,14 @@ class FakeUpstream:
         self.used = 0
         self.served: list[float] = []  # when each served request was answered
         self.refused = 0
+        self.usage_polls: list[float] = []  # when the usage endpoint was asked
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out as two writes: without this, Nagle's algorithm and
+            # the client's delayed ACK add about 40 ms to every answer on loopback.
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -51,6 +59,17 @@ class FakeUpstream:
                 self.send_response(status)
                 for name, value in {**headers, "Content-Type": "application/json"}.items():
                     self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                status, body = (
+                    (200, upstream.usage()) if self.path == USAGE_PATH else (404, {"error": "?"})
+                )
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -69,15 +88,38 @@ class FakeUpstream:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    @property
+    def usage_url(self) -> str:
+        return self.base_url + USAGE_PATH
+
     def reset_at(self, now: float) -> int:
         return (math.floor(now / self.window_seconds) + 1) * self.window_seconds
+
+    def _roll(self, now: float) -> None:
+        window = math.floor(now / self.window_seconds)
+        if window != self.window:
+            self.window, self.used = window, 0
+
+    def usage(self) -> dict[str, Any]:
+        """Claude's usage payload: the window's utilization (percent used) and reset."""
+        with self.lock:
+            now = self.clock()
+            self._roll(now)
+            self.usage_polls.append(now)
+            utilization = 100.0 * self.used / self.capacity if self.capacity else 100.0
+            resets_at = datetime.fromtimestamp(self.reset_at(now), UTC).isoformat()
+        return {"five_hour": {"utilization": utilization, "resets_at": resets_at}}
+
+    def clear(self) -> None:
+        """A new bill (a test of its own on a module's upstream)."""
+        with self.lock:
+            self.window, self.used, self.served, self.refused = -1, 0, [], 0
+            self.usage_polls = []
 
     def answer(self, request: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self.lock:
             now = self.clock()
-            window = math.floor(now / self.window_seconds)
-            if window != self.window:
-                self.window, self.used = window, 0
+            self._roll(now)
             reset = self.reset_at(now)
             if self.used >= self.capacity:
                 self.refused += 1

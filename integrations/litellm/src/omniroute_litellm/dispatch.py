@@ -1,0 +1,311 @@
+"""The routing both front ends share: `OmniRouteRouter` (a LiteLLM Router of its own) and
+`OmniRouteProxyHandler` (the LiteLLM proxy's Router, from its config.yaml).
+
+How a request for `auto/thrifty` runs (the hooks of LiteLLM that work, issue #15):
+1. the pool is asked for BEFORE the Router is called (a kept decision: no round trip
+   when nothing changed); an empty pool raises `NoCapacity` at once;
+2. the Router is called on a hidden model group holding a copy of every OmniRoute
+   deployment, with `num_retries` = pool length - 1 and LiteLLM's cooldowns off;
+3. before each attempt, `async_filter_deployments` hands out exactly one deployment: the
+   next one in the decision's order that this request has not tried yet;
+4. the success and failure hooks report events (from the upstream's status and headers)
+   and spend to the control plane in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+import uuid
+from typing import Any
+
+from litellm.integrations.custom_logger import CustomLogger
+from omniroute_client import ControlPlaneUnavailable, Decision, NotFound, OmniRouteClient
+from omniroute_client.decisions import pool_key
+
+from .model_list import (
+    Candidate,
+    Deployment,
+    build_candidates,
+    catalog_provider,
+    dispatch_order,
+    pool_candidates,
+)
+
+log = logging.getLogger("omniroute_litellm")
+PLAN_RUNGS = ("subscription", "keyless")
+META = "omniroute"
+# A request's dispatch state is dropped when it ends; one whose end was never seen (a
+# front end that lost it) is dropped after this long.
+REQUEST_STATE_TTL_SECONDS = 900.0
+
+
+class NoCapacity(Exception):
+    """No deployment may serve this auto id now. `retry_after`: seconds until the
+    control plane expects one back (from `next_change_at`), None when unknown."""
+
+    def __init__(
+        self,
+        auto_id: str,
+        retry_after: float | None,
+        decision: Decision | None = None,
+        reason: str = "",
+    ) -> None:
+        self.auto_id = auto_id
+        self.retry_after = retry_after
+        self.decision = decision
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"{auto_id}: no capacity{why}; retry after {retry_after} s")
+
+
+class Dispatcher:
+    """The candidates of a model list, the hidden dispatch group's copies, the per-request
+    order and tries, and the reports."""
+
+    def __init__(
+        self, client: OmniRouteClient, model_list: list[dict[str, Any]], *, register: bool = True
+    ) -> None:
+        self.client = client
+        self.dispatch_group = f"omniroute-dispatch-{uuid.uuid4().hex[:8]}"
+        self.candidates: list[Candidate] = build_candidates(model_list, self.dispatch_group + ":")
+        self.deployments: dict[str, Deployment] = {
+            d.dispatch_id: d for candidate in self.candidates for d in candidate.deployments
+        }
+        aliases = client.provider_aliases()
+        self.server_has_aliases = aliases is not None
+        # The server stores providers normalised (trimmed, lower-cased, through its aliases).
+        self.aliases: dict[str, str] = aliases or {}
+        self.pool_body = pool_candidates(self.candidates, self.server_has_aliases)
+        self.requests: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, str] = {}
+        if register:
+            self.register()
+
+    def copies(self) -> list[dict[str, Any]]:
+        """The hidden dispatch group: a copy of every OmniRoute deployment."""
+        twins = []
+        for deployment in self.deployments.values():
+            twin = copy.deepcopy(deployment.original)
+            twin["model_name"] = self.dispatch_group
+            twin["model_info"] = {**(twin.get("model_info") or {}), "id": deployment.dispatch_id}
+            twins.append(twin)
+        return twins
+
+    # -- registration -------------------------------------------------------------------
+
+    def register(self) -> None:
+        """Register every connection not registered yet (one already registered keeps its
+        stored fields: an operator's registration is never overwritten by a guess) and
+        every candidate not registered yet. Idempotent."""
+        for deployment in self.deployments.values():
+            path = f"/connections/{deployment.connection_id}"
+            if self.client.call("GET", path).status_code == 404:
+                body = {
+                    "provider": catalog_provider(deployment.provider, self.server_has_aliases),
+                    "auth_type": deployment.auth_type,
+                    "label": f"LiteLLM {deployment.original.get('model_name')}",
+                }
+                answer = self.client.call("PUT", path, body)
+                if answer.status_code >= 400:
+                    log.warning(
+                        "omniroute: registering %s answered %d",
+                        deployment.connection_id,
+                        answer.status_code,
+                    )
+        existing = self.client.call("GET", "/candidates")
+        stored = existing.json() if existing.status_code == 200 else []
+        for body in self.pool_body:
+            if any(same_candidate(row, body, self.aliases) for row in stored):
+                continue
+            answer = self.client.call("POST", "/candidates", body)
+            if answer.status_code == 422 and "ref" in answer.text:  # a server without `ref`
+                answer = self.client.call(
+                    "POST", "/candidates", {k: v for k, v in body.items() if k != "ref"}
+                )
+            if answer.status_code >= 400:
+                log.warning(
+                    "omniroute: registering candidate %s answered %d",
+                    body["ref"],
+                    answer.status_code,
+                )
+
+    # -- the decision and the order -----------------------------------------------------
+
+    def decision(self, auto_id: str) -> Decision:
+        try:
+            return self.client.pool(auto_id, self.pool_body)
+        except ControlPlaneUnavailable as error:
+            raise NoCapacity(auto_id, None, reason="control plane unreachable") from error
+        except NotFound as error:
+            raise NoCapacity(auto_id, None, reason=str(error)) from error
+
+    async def adecision(self, auto_id: str) -> Decision:
+        key = self._keys.get(auto_id)
+        if key is None:  # the pool body never changes: its cache key is made once
+            key = self._keys[auto_id] = pool_key(auto_id, self.pool_body)
+        kept = self.client._fresh(key, self.client.clock())
+        if kept is not None:
+            return kept  # no round trip, no thread hop
+        return await asyncio.to_thread(self.decision, auto_id)
+
+    def prepare(self, decision: Decision, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The Router call's arguments for this decision (an empty pool: `NoCapacity`)."""
+        order = dispatch_order(decision.candidates, self.candidates)
+        if not order:
+            raise NoCapacity(decision.auto_id, decision.retry_after(self.client.clock()), decision)
+        token = uuid.uuid4().hex
+        self._prune()
+        self.requests[token] = {
+            "order": [d.dispatch_id for d, _ in order],
+            "tried": set(),
+            "at": time.monotonic(),
+        }
+        metadata = dict(kwargs.get("metadata") or {})
+        metadata[META] = {
+            "token": token,
+            "auto_id": decision.auto_id,
+            "rungs": {d.dispatch_id: rung for d, rung in order},
+        }
+        call = {
+            **kwargs,
+            "metadata": metadata,
+            "model": self.dispatch_group,
+            "num_retries": len(order) - 1,
+        }
+        return token, call
+
+    def finish(self, token: str | None) -> None:
+        self.requests.pop(str(token), None)
+
+    def _prune(self) -> None:
+        cutoff = time.monotonic() - REQUEST_STATE_TTL_SECONDS
+        for token in [t for t, state in self.requests.items() if state["at"] < cutoff]:
+            self.requests.pop(token, None)
+
+    def next_deployment(
+        self, model: str, healthy_deployments: list, request_kwargs: dict | None
+    ) -> list:
+        """The one deployment of this attempt: the next in the decision's order that this
+        request has not tried and LiteLLM holds healthy."""
+        if model != self.dispatch_group:
+            return healthy_deployments
+        state = self.requests.get(str(token_of(request_kwargs)))
+        if state is None:
+            return healthy_deployments
+        by_id = {(d.get("model_info") or {}).get("id"): d for d in healthy_deployments}
+        for dispatch_id in state["order"]:
+            if dispatch_id in state["tried"]:
+                continue
+            state["tried"].add(dispatch_id)
+            if dispatch_id in by_id:
+                return [by_id[dispatch_id]]
+        return []
+
+    # -- reports ------------------------------------------------------------------------
+
+    def deployment_of(self, kwargs: dict) -> tuple[Deployment, dict] | None:
+        params = kwargs.get("litellm_params") or {}
+        meta = (params.get("metadata") or {}).get(META)
+        dispatch_id = (params.get("model_info") or {}).get("id")
+        deployment = self.deployments.get(str(dispatch_id))
+        if not meta or deployment is None:
+            return None
+        return deployment, meta
+
+    def on_success(self, kwargs: dict, response: Any) -> None:
+        found = self.deployment_of(kwargs)
+        if found is None:
+            return
+        deployment, meta = found
+        hidden = getattr(response, "_hidden_params", None) or {}
+        raw = hidden.get("additional_headers") or {}
+        headers = {
+            k.removeprefix("llm_provider-"): str(v)
+            for k, v in raw.items()
+            if k.startswith("llm_provider-")
+        }
+        self.client.report_response(deployment.connection_id, 200, headers)
+        usage = getattr(response, "usage", None)
+        rung = (meta.get("rungs") or {}).get(deployment.dispatch_id)
+        cost = kwargs.get("response_cost")
+        if rung in PLAN_RUNGS:
+            cost = 0.0  # included in the plan: it billed nothing
+        elif not cost:
+            cost = None  # unknown to LiteLLM: the control plane prices it from its catalog
+        self.client.report_spend(
+            {
+                "request_id": str(kwargs.get("litellm_call_id") or uuid.uuid4().hex),
+                "connection_id": deployment.connection_id,
+                "provider": catalog_provider(deployment.provider, self.server_has_aliases),
+                "model": deployment.model,
+                "cost_usd": cost,
+                "input_tokens": getattr(usage, "prompt_tokens", None),
+                "output_tokens": getattr(usage, "completion_tokens", None),
+            },
+            may_cross_budget=rung not in (*PLAN_RUNGS, "free"),
+        )
+
+    def on_failure(self, kwargs: dict) -> None:
+        found = self.deployment_of(kwargs)
+        if found is not None and kwargs.get("exception") is not None:
+            self.client.report_exception(found[0].connection_id, kwargs["exception"])
+
+
+class DispatchHooks(CustomLogger):
+    """The Router callbacks: the per-attempt deployment and the reports."""
+
+    def __init__(self, dispatcher: Dispatcher | None = None) -> None:
+        super().__init__()
+        self.dispatcher = dispatcher
+
+    async def async_filter_deployments(
+        self,
+        model: str,
+        healthy_deployments: list,
+        messages: Any,
+        request_kwargs: dict | None = None,
+        parent_otel_span: Any = None,
+    ) -> list[dict]:
+        if self.dispatcher is None:
+            return healthy_deployments
+        return self.dispatcher.next_deployment(model, healthy_deployments, request_kwargs)
+
+    async def async_log_success_event(
+        self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.on_success(kwargs, response_obj)
+
+    async def async_log_failure_event(
+        self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.on_failure(kwargs)
+
+
+def token_of(request_kwargs: dict | None) -> str | None:
+    meta = ((request_kwargs or {}).get("metadata") or {}).get(META) or {}
+    token = meta.get("token")
+    return None if token is None else str(token)
+
+
+def same_candidate(row: dict[str, Any], body: dict[str, Any], aliases: dict[str, str]) -> bool:
+    # A ref names a model group's candidate, not its connections: another model list
+    # (another gateway, or this one before its deployments changed) may hold the same
+    # ref over other connections, and that one is not this candidate.
+    if row.get("ref") is not None and row["ref"] != body["ref"]:
+        return False
+    return (
+        row.get("provider") == normalised(body["provider"], aliases)
+        and row.get("model") == body["model"]
+        and row.get("connection_id") == body.get("connection_id")
+        and (row.get("allowed_connection_ids") or None)
+        == (body.get("allowed_connection_ids") or None)
+    )
+
+
+def normalised(provider: str, aliases: dict[str, str]) -> str:
+    """A provider id as the server stores it: trimmed, lower-cased, through its aliases."""
+    name = provider.strip().lower()
+    return aliases.get(name, name)
