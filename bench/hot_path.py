@@ -132,6 +132,12 @@ def phase_mixed(run: Run) -> None:
     c = run.args.connections
     health = run.healthz()
     pools = run.load({"p": (POOL, run.wrk_options(c))})["p"]
+    spend_options = run.wrk_options(
+        run.args.spend_connections,
+        BENCH_SPEND="single",
+        **spend_variables(f"alone-{time.time_ns()}"),
+    )
+    spend_alone = run.load({"s": (SPEND, spend_options)})["s"]
     both = run.load(
         {
             "pools": (POOL, run.wrk_options(c)),
@@ -145,11 +151,17 @@ def phase_mixed(run: Run) -> None:
             ),
         }
     )
-    run.figures["mixed"] = {"healthz": health, "pools": pools, **both}
+    run.figures["mixed"] = {
+        "healthz": health,
+        "pools_alone": pools,
+        "spend_alone": spend_alone,
+        **both,
+    }
     h = health["rps"]
     print(common.HEADER)
     print(common.row("/healthz", health, h))
     print(common.row("GET pools alone", pools, h))
+    print(common.row(f"POST spend alone ({run.args.spend_connections} conn)", spend_alone, h))
     print(common.row("GET pools, with spend", both["pools"], h))
     print(common.row(f"POST spend ({run.args.spend_connections} conn)", both["spend"], h))
     status, _, body = common.http("GET", "/api/v1/spend/summary", token=run.token)
