@@ -190,8 +190,10 @@ async def after_write(srv: Any, writes: int) -> dict[str, float]:
         "kept_p50": pct(kept, 0.5),
         "added_p50": pct(added, 0.5),
         "added_p99": pct(added, 0.99),
-        "fetch_p50": pct(fetch.samples, 0.5),
-        "fetch_p99": pct(fetch.samples, 0.99),
+        # No sample: no request of the run paid a revalidation (the client refreshed its
+        # decisions when the feed moved, before the next request).
+        "fetch_p50": pct(fetch.samples, 0.5) if fetch.samples else 0.0,
+        "fetch_p99": pct(fetch.samples, 0.99) if fetch.samples else 0.0,
         "fetches": float(len(fetch.samples)),
         "feed_p50": pct(feed, 0.5),
         "feed_p99": pct(feed, 0.99),

@@ -144,10 +144,80 @@ def test_with_a_live_feed_a_decision_is_kept_until_the_version_moves(
         generation = client.generation
         plane.bump()  # a write elsewhere
         _until(lambda: client.generation != generation)
-        assert client.pool("auto/thrifty") is decision  # revalidated: a 304
+        # Refreshed by the feed's thread before the old decision was retired (a 304):
+        # the first request after the write makes no round trip.
         assert plane.pool_requests() == 2
         assert plane.requests[-1][2]["If-None-Match"] == 'W/"a"'
+        assert client.pool("auto/thrifty") is decision
+        assert plane.pool_requests() == 2
+        assert (client.stats["not_modified"], client.stats["hits"]) == (1, 2)
+    finally:
+        client.close()
+
+
+def test_a_decision_the_write_changed_is_refetched_before_the_next_request(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    client = OmniRouteClient(plane.url, "t", clock=clock)
+    try:
+        _until(lambda: client.feed_live)
+        first = client.pool("auto/thrifty")
+        generation = client.generation
+        plane.tag = 'W/"b"'  # the write changed this pool: a new tag, a 200
+        plane.bump()
+        _until(lambda: client.generation != generation)
+
+        second = client.pool("auto/thrifty")
+
+        assert second is not first
+        assert second.etag == 'W/"b"'
+        assert (plane.pool_requests(), client.stats["fetches"]) == (2, 2)
+    finally:
+        client.close()
+
+
+def test_without_refreshing_the_next_request_after_a_move_revalidates(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    client = OmniRouteClient(plane.url, "t", clock=clock, refresh_on_change=False)
+    try:
+        _until(lambda: client.feed_live)
+        decision = client.pool("auto/thrifty")
+        generation = client.generation
+        plane.bump()
+        _until(lambda: client.generation != generation)
+        assert plane.pool_requests() == 1
+
+        assert client.pool("auto/thrifty") is decision  # revalidated: a 304
+        assert plane.pool_requests() == 2
         assert client.stats["not_modified"] == 1
+    finally:
+        client.close()
+
+
+def test_an_own_event_during_the_refresh_retires_the_refreshed_decisions_too(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    client = OmniRouteClient(plane.url, "t", clock=clock)
+    try:
+        _until(lambda: client.feed_live)
+        client.pool("auto/thrifty")
+        fetch = client._fetch_sync
+
+        def fetch_then_own_event(*args: Any, **kwargs: Any) -> Any:
+            answer = fetch(*args, **kwargs)
+            client.invalidate()  # the gateway's own event lands mid-refresh
+            return answer
+
+        client._fetch_sync = fetch_then_own_event  # type: ignore[method-assign]
+        generation = client.generation
+        plane.bump()
+        _until(lambda: client.generation >= generation + 2)
+        client._fetch_sync = fetch  # type: ignore[method-assign]
+
+        client.pool("auto/thrifty")
+
+        assert plane.pool_requests() == 3  # the refresh, then the request's own
     finally:
         client.close()
 

@@ -2,8 +2,9 @@
 
 `pool()` serves a kept decision while it is fresh (no round trip), revalidates it with
 `If-None-Match` once it is not, and coalesces concurrent identical requests into one.
-A background thread follows the change feed (`GET /changes`); without it (404 or down)
-decisions are revalidated at least every `revalidate_seconds`. Spend and events go to a
+A background thread follows the change feed (`GET /changes`) and, when it moves, fetches
+the recently used decisions again before retiring the old ones; without it (404 or
+down) decisions are revalidated at least every `revalidate_seconds`. Spend and events go to a
 background reporter in batches. The gateway's own events invalidate its decisions at once.
 """
 
@@ -35,6 +36,11 @@ log = logging.getLogger("omniroute_client")
 
 FEED_WAIT_SECONDS = 25
 FEED_RETRY_SECONDS = 30.0
+# When the feed moves: how many of the most recently fetched decisions are fetched again
+# before the old ones are retired, and for how long at most (past it, the rest are
+# simply invalidated and revalidate on their next request).
+REFRESH_KEYS = 16
+REFRESH_BUDGET_SECONDS = 0.25
 
 
 class _Base:
@@ -51,8 +57,12 @@ class _Base:
         max_queue: int = 10_000,
         flush_interval: float = 0.2,
         invalidate_on_readings: bool = False,
+        refresh_on_change: bool = True,
     ) -> None:
         self.invalidate_on_readings = invalidate_on_readings
+        self.refresh_on_change = refresh_on_change
+        # The most recently fetched pools, for refreshing them when the feed moves.
+        self._recent: dict[str, tuple[str, list[dict[str, Any]] | None]] = {}
         self.base_url = control_plane_url.rstrip("/") + "/api/v1"
         self.headers = {"Authorization": f"Bearer {token}"}
         self.clock = clock
@@ -182,6 +192,10 @@ class _Base:
         with self.lock:
             previous = self.entries.get(key)
             generation = self.generation
+            self._recent.pop(key, None)
+            self._recent[key] = (auto_id, candidates)
+            while len(self._recent) > REFRESH_KEYS:
+                del self._recent[next(iter(self._recent))]
         headers = (
             {"If-None-Match": previous.decision.etag} if previous and previous.decision.etag else {}
         )
@@ -214,13 +228,64 @@ class _Base:
                     continue
                 new = str(response.json().get("version"))
                 if version is not None and new != version:
-                    self.invalidate()
+                    self._moved()
                 version = self.feed_version = new
                 if not self.feed_live:
                     self.feed_live = True
                     self.invalidate()  # from now on a kept decision may live until the feed moves
         finally:
             feed.close()
+
+    def _moved(self) -> None:
+        """The feed moved: fetch the recently used decisions again (a `304` for those
+        the write did not change), then retire every kept decision but the ones just
+        fetched. A request meanwhile (a few milliseconds, at most REFRESH_BUDGET_SECONDS)
+        is served the decision that was current a moment before, as if it had come that
+        moment earlier; the first request after the write then makes no round trip."""
+        if not self.refresh_on_change:
+            self.invalidate()
+            return
+        with self.lock:
+            target = self.generation + 1
+            recent = list(self._recent.values())
+        deadline = time.monotonic() + REFRESH_BUDGET_SECONDS
+        for auto_id, candidates in reversed(recent):  # the most recent first
+            if time.monotonic() > deadline:
+                break
+            try:
+                self._fetch_sync(auto_id, candidates, generation=target)
+            except Exception as error:  # the request path will ask again, and handle it
+                log.debug("refreshing %s after a change failed: %s", auto_id, error)
+        with self.lock:
+            # Another invalidation meanwhile (the gateway's own event): the refreshed
+            # decisions may predate it, so they are retired too.
+            self.generation = target if self.generation == target - 1 else self.generation + 1
+
+    def _fetch_sync(
+        self,
+        auto_id: str,
+        candidates: list[dict[str, Any]] | None,
+        *,
+        generation: int | None = None,
+    ) -> Decision:
+        """One pool request on the synchronous HTTP client; the decision is kept under
+        `generation` (the current one unless given)."""
+        key, previous, current, headers = self._prepare(auto_id, candidates)
+        path = f"/pools/{auto_id}"
+        try:
+            if candidates is None:
+                response = self.http.get(path, headers=headers)
+            else:
+                response = self.http.post(
+                    path, json=self._request_body(candidates), headers=headers
+                )
+                if self._is_ref_refusal(response):
+                    self.ref_supported = False
+                    response = self.http.post(path, json=self._request_body(candidates))
+            kept_as = current if generation is None else generation
+            return self._absorb(key, response, previous, kept_as, candidates)
+        except (httpx.TransportError, httpx.HTTPStatusError) as error:
+            return self._fallback(key, auto_id, error)
 
     def _feed_lost(self) -> None:
         if self.feed_live:
@@ -329,21 +394,7 @@ class OmniRouteClient(_Base):
             return self._fetch(auto_id, candidates)
 
     def _fetch(self, auto_id: str, candidates: list[dict[str, Any]] | None) -> Decision:
-        key, previous, generation, headers = self._prepare(auto_id, candidates)
-        path = f"/pools/{auto_id}"
-        try:
-            if candidates is None:
-                response = self.http.get(path, headers=headers)
-            else:
-                response = self.http.post(
-                    path, json=self._request_body(candidates), headers=headers
-                )
-                if self._is_ref_refusal(response):
-                    self.ref_supported = False
-                    response = self.http.post(path, json=self._request_body(candidates))
-            return self._absorb(key, response, previous, generation, candidates)
-        except (httpx.TransportError, httpx.HTTPStatusError) as error:
-            return self._fallback(key, auto_id, error)
+        return self._fetch_sync(auto_id, candidates)
 
     def close(self) -> None:
         """Flush the reports and stop the background threads."""
