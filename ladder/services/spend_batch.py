@@ -22,6 +22,7 @@ from ladder.core import Rung
 from ladder.models import Connection, SpendEntry, is_connection_id
 from ladder.services.spend import SpendInput, current_spend_snapshot, new_entry, rung_of
 from ladder.services.spend_totals import add_to_totals, budgeted_rungs_hit, note_crossings
+from ladder.services.spend_write import ENTRY_FIELDS
 
 # The most entries one batch may hold (spec/api.md "Spend ledger").
 MAX_SPEND_BATCH = 1000
@@ -44,22 +45,8 @@ def too_many_message(count: int) -> str:
     )
 
 
-# The ledger columns one batch insert writes, in order.
-_COLUMNS = (
-    "request_id",
-    "connection_id",
-    "provider",
-    "model",
-    "cost_usd",
-    "is_cost_computed",
-    "billed_usd",
-    "list_price_usd",
-    "input_tokens",
-    "output_tokens",
-    "rung",
-    "occurred_at",
-    "recorded_at",
-)
+# The ledger columns one batch insert writes, in order: the single report's.
+_COLUMNS = ENTRY_FIELDS
 
 
 # PostgreSQL types of `_COLUMNS`, to read the rows back from one JSON document.

@@ -63,8 +63,36 @@ class SettingsPeriod:
     reentry_percent: float
 
 
+class PlotArea:
+    """The plot area inside a chart's margins (SVG user units), for a dataclass with
+    `width`, `height`, `left`, `right`, `top` and `bottom`."""
+
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+
+    @property
+    def plot_bottom(self) -> int:
+        return self.height - self.bottom
+
+    @property
+    def plot_right(self) -> int:
+        return self.width - self.right
+
+    @property
+    def plot_width(self) -> int:
+        return self.plot_right - self.left
+
+    @property
+    def plot_height(self) -> int:
+        return self.plot_bottom - self.top
+
+
 @dataclass
-class Chart:
+class Chart(PlotArea):
     """Geometry of the remaining-quota chart (all numbers are SVG user units)."""
 
     width: int = 720
@@ -82,22 +110,6 @@ class Chart:
     start: datetime | None = None
     end: datetime | None = None
     span_text: str = ""  # what the x axis covers, in words
-
-    @property
-    def plot_bottom(self) -> int:
-        return self.height - self.bottom
-
-    @property
-    def plot_right(self) -> int:
-        return self.width - self.right
-
-    @property
-    def plot_width(self) -> int:
-        return self.plot_right - self.left
-
-    @property
-    def plot_height(self) -> int:
-        return self.plot_bottom - self.top
 
     @property
     def now_threshold(self) -> ThresholdSegment | None:

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from ladder.core.prose import money_text
 from ladder.core.spend_series import SpendDay, WindowSeries
-from ladder.web.charts import ChartTick
+from ladder.web.charts import ChartTick, PlotArea
 
 # A series of a chart: its CSS name, its words, and a day's amount of it.
 Series = tuple[str, str, Callable[[SpendDay], Decimal]]
@@ -38,7 +38,7 @@ class DayColumn:
 
 
 @dataclass
-class BarChart:
+class BarChart(PlotArea):
     """Geometry of a daily bar chart over two budget windows."""
 
     width: int = 720
@@ -52,22 +52,6 @@ class BarChart:
     y_ticks: list[tuple[str, str]] = field(default_factory=list)
     x_ticks: list[ChartTick] = field(default_factory=list)
     divider_x: str = ""  # where the current window starts
-
-    @property
-    def plot_bottom(self) -> int:
-        return self.height - self.bottom
-
-    @property
-    def plot_right(self) -> int:
-        return self.width - self.right
-
-    @property
-    def plot_width(self) -> int:
-        return self.plot_right - self.left
-
-    @property
-    def plot_height(self) -> int:
-        return self.plot_bottom - self.top
 
 
 def _coordinate(value: float) -> str:
