@@ -145,7 +145,7 @@ class AuditEntry(models.Model):
         DELETE = "delete"
 
     target_type = models.CharField(max_length=32)  # "catalog", "price", "settings"
-    target_id = models.CharField(max_length=64)
+    target_id = models.CharField(max_length=128)  # a connection id is up to 128 characters
     action = models.CharField(max_length=8, choices=Action.choices)
     actor = models.CharField(max_length=150)
     at = models.DateTimeField()

@@ -119,3 +119,15 @@ def test_the_audit_page_names_and_links_a_connection_while_it_exists(client: Cli
     assert 'href="/connections/gone/"' not in page
     assert "Connection key" in page
     assert "Connection gone" in page
+
+
+def test_the_longest_connection_id_is_audited_whole() -> None:
+    longest = "k" * 128
+
+    make_connection(longest, provider="openai", auth_type="apikey")
+    services.delete_connection(longest, actor="ann")
+
+    assert [(target, action) for target, action, _, _, _ in _rows("connection")] == [
+        (longest, "create"),
+        (longest, "delete"),
+    ]
