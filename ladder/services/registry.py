@@ -47,6 +47,27 @@ def connection_snapshot(connection: Connection) -> dict[str, object]:
     }
 
 
+def _changed(
+    target_type: str,
+    target_id: object,
+    action: str,
+    actor: str,
+    before: dict[str, object] | None,
+    after: dict[str, object] | None,
+) -> None:
+    """What every registry write does in its transaction: move the state counter (every
+    cached decision is recomputed) and record the audit row."""
+    billing_services.bump(ChangeCounter.STATE)
+    billing_services.record_audit(
+        target_type=target_type,
+        target_id=target_id,
+        action=action,
+        actor=actor,
+        before=before,
+        after=after,
+    )
+
+
 class ConnectionExists(Exception):
     """A create-only write named an id that is registered already; nothing changed."""
 
@@ -96,17 +117,11 @@ def upsert_connection(
             raise ConnectionExists(
                 f"A connection with the id {connection_id} exists already."
             ) from error
-        billing_services.bump(ChangeCounter.STATE)
         after = connection_snapshot(connection)
         if ciphertext is not None and before is not None:
             after["authentication"] = "replaced"
-        billing_services.record_audit(
-            target_type="connection",
-            target_id=connection_id,
-            action="create" if created else "update",
-            actor=actor,
-            before=before,
-            after=after,
+        _changed(
+            "connection", connection_id, "create" if created else "update", actor, before, after
         )
     logger.info(
         "connection %s %s (provider %s, auth %s, credential %s)",
@@ -130,15 +145,7 @@ def delete_connection(connection_id: str, *, actor: str = SYSTEM_ACTOR) -> bool:
             return False
         before = connection_snapshot(found)
         found.delete()
-        billing_services.bump(ChangeCounter.STATE)
-        billing_services.record_audit(
-            target_type="connection",
-            target_id=connection_id,
-            action="delete",
-            actor=actor,
-            before=before,
-            after=None,
-        )
+        _changed("connection", connection_id, "delete", actor, before, None)
     return True
 
 
@@ -225,14 +232,13 @@ def save_candidate(
         if not data.keeps_ref:
             candidate.ref = data.ref or None
         candidate.save()
-        billing_services.bump(ChangeCounter.STATE)
-        billing_services.record_audit(
-            target_type="candidate",
-            target_id=candidate.pk,
-            action="create" if candidate_id is None else "update",
-            actor=actor,
-            before=before,
-            after=candidate_snapshot(candidate),
+        _changed(
+            "candidate",
+            candidate.pk,
+            "create" if candidate_id is None else "update",
+            actor,
+            before,
+            candidate_snapshot(candidate),
         )
     return candidate
 
@@ -246,13 +252,5 @@ def delete_candidate(candidate_id: int, *, actor: str = SYSTEM_ACTOR) -> bool:
             return False
         before = candidate_snapshot(found)
         found.delete()
-        billing_services.bump(ChangeCounter.STATE)
-        billing_services.record_audit(
-            target_type="candidate",
-            target_id=candidate_id,
-            action="delete",
-            actor=actor,
-            before=before,
-            after=None,
-        )
+        _changed("candidate", candidate_id, "delete", actor, before, None)
     return True
