@@ -287,6 +287,14 @@ def cached_pool_answer(
     )
     if decision is None:
         return None
+    return answer_decision(parsed, decision, now, if_none_match, started)
+
+
+def answer_decision(
+    parsed: AutoId, decision: Decision, now: datetime, if_none_match: str | None, started: float
+) -> PoolAnswer:
+    """A cached decision's answer at `now` (the body None for a `304`), recorded in the
+    metrics as the endpoint records it (`started`: the request's perf_counter)."""
     observe(parsed, decision, started)
     body, tag = rendered(decision)
     if if_none_match is not None and tag_matches(if_none_match, tag):

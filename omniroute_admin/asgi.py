@@ -7,7 +7,9 @@ as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, th
 lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process.
 A change-feed answer that asks to be held (omniroute_admin.change_feed) is then held on
 the event loop: the thread is back in the pool at once, and a gateway long-polling the
-feed costs one coroutine and one socket, never a thread or a database connection."""
+feed costs one coroutine and one socket, never a thread or a database connection. On
+PostgreSQL a cached pool answer is made on the event loop itself, with no thread at all
+(omniroute_admin.loop_lane)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
-from omniroute_admin import change_feed
+from omniroute_admin import change_feed, loop_lane
 from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
+from omniroute_admin.fast_lane import POOLS_PREFIX
 
 Scope = dict[str, Any]
 Receive = Any
@@ -56,12 +59,13 @@ class BufferedWSGI:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1000})
             return
-        body = await _body(scope, receive)
-        environ: Any = build_environ(scope, BytesIO(body))  # type: ignore[arg-type]
+        await self.respond(environ_of(scope, await _body(scope, receive)), send)
+
+    async def respond(self, environ: dict[str, Any], send: Send) -> None:
+        """Run the app for `environ` on a pool thread and send its answer."""
         loop = asyncio.get_running_loop()
-        status, headers, content = await loop.run_in_executor(self.executor, self._call, environ)
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
+        reply = await loop.run_in_executor(self.executor, self._call, environ)
+        await send_reply(send, reply)
 
     def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         started: list[Any] = []
@@ -79,6 +83,18 @@ class BufferedWSGI:
         status, headers = started
         encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
         return int(status.split(" ", 1)[0]), encoded, b"".join(chunks)
+
+
+def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The WSGI environ of a request (a2wsgi's), its body in `wsgi.input`."""
+    environ: Any = build_environ(scope, BytesIO(body))  # type: ignore[arg-type]
+    return dict(environ)
+
+
+async def send_reply(send: Send, reply: tuple[int, list[tuple[bytes, bytes]], bytes]) -> None:
+    status, headers, content = reply
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
 
 
 async def _body(scope: Scope, receive: Receive) -> bytes:
@@ -105,9 +121,22 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
 _wsgi = BufferedWSGI(lanes, int(settings.ASGI_WSGI_THREADS))
 
 
+_on_loop = loop_lane.applies()
+
+
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
-    if scope["type"] == "http" and scope["path"] == FEED_PATH and not scope.get("root_path"):
+    if scope["type"] != "http" or scope.get("root_path"):
+        await _wsgi(scope, receive, send)
+    elif scope["path"] == FEED_PATH:
         await _feed(scope, receive, send)
+    elif _on_loop and scope["path"].startswith(POOLS_PREFIX):
+        # A cached pool answer on the loop (omniroute_admin.loop_lane), else as any request.
+        environ = environ_of(scope, await _body(scope, receive))
+        reply = await loop_lane.answer(lanes, environ)
+        if reply is None:
+            await _wsgi.respond(environ, send)
+        else:
+            await send_reply(send, reply)
     else:
         await _wsgi(scope, receive, send)
 

@@ -229,13 +229,21 @@ def _read_counters() -> Counters:
     return change_counters()
 
 
+def psycopg_params() -> dict[str, Any]:
+    """The default database's connection parameters for a psycopg connection of our own
+    (Django's cursor factory and adapters context left out; its prepare_threshold kept)."""
+    params = dict(connections[DEFAULT_DB_ALIAS].get_connection_params())
+    for key in ("cursor_factory", "context", "server_side_binding"):
+        params.pop(key, None)
+    params.setdefault("connect_timeout", 5)
+    return params
+
+
 def _listening_connection() -> Any:
     import psycopg
 
-    params = dict(connections[DEFAULT_DB_ALIAS].get_connection_params())
-    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
-        params.pop(key, None)
-    params.setdefault("connect_timeout", 5)
+    params = psycopg_params()
+    params.pop("prepare_threshold", None)
     connection = psycopg.connect(**params, autocommit=True)
     connection.execute(f"LISTEN {CHANGE_CHANNEL}")
     return connection

@@ -39,7 +39,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ladder.pool_answers import body_key, cached_pool_answer
+from ladder.pool_answers import PoolAnswer, body_key, cached_pool_answer
 from ladder.spend_answers import fast_spend_answer
 from omniroute_admin.deadline import (
     DETAIL,
@@ -83,23 +83,12 @@ class PoolFastLane:
         self._shape_keys: tuple[str, ...] | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        method = environ.get("REQUEST_METHOD")
+        path: str = environ.get("PATH_INFO", "")
+        method: str = environ.get("REQUEST_METHOD", "")
         length = environ.get("CONTENT_LENGTH") or "0"
         if path == SPEND_PATH and method == "POST":
             return self._spend(environ, start_response, length)
-        if (
-            method not in ("GET", "POST")
-            or not path.startswith(POOLS_PREFIX)
-            or path.rstrip("/").endswith(HISTORY_SUFFIX)
-            or not path.isascii()
-            or environ.get("SCRIPT_NAME")
-            or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)
-            or "HTTP_TRANSFER_ENCODING" in environ
-            or not length.isdigit()
-            or (method == "GET" and length != "0")
-            or (method == "POST" and not 0 < int(length) <= _body_limit())
-        ):
+        if not is_pool_request(environ):
             return self.app(environ, start_response)
         post_key = None
         if method == "POST":
@@ -128,31 +117,13 @@ class PoolFastLane:
             return _unavailable(start_response, headers, UNAVAILABLE_DETAIL)
         if answer is None:
             return self.app(environ, start_response)
-        body, tag, cache_control = answer
-        if body is None:
-            # Django's 304 (HttpResponseNotModified) drops the content type too, and its
-            # CommonMiddleware gives it a Content-Length of 0: the same headers here.
-            kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
-            start_response(
-                "304 Not Modified",
-                [
-                    *kept,
-                    ("ETag", tag),
-                    ("Cache-Control", cache_control),
-                    ("Content-Length", "0"),
-                ],
-            )
-            return []
-        start_response(
-            "200 OK",
-            [
-                *headers,
-                ("ETag", tag),
-                ("Cache-Control", cache_control),
-                ("Content-Length", str(len(body))),
-            ],
-        )
-        return [body]
+        status, reply_headers, reply_body = pool_reply(headers, answer)
+        start_response(status, reply_headers)
+        return [reply_body] if reply_body else []
+
+    def learned(self, environ: dict[str, Any]) -> Headers | None:
+        """The headers learned for this pool request's shape, or None (not learned yet)."""
+        return self._headers.get(self._shape(environ))
 
     def _spend(
         self, environ: dict[str, Any], start_response: StartResponse, length: str
@@ -241,15 +212,64 @@ class PoolFastLane:
                 self._headers[shape] = kept
 
 
+def is_pool_request(environ: dict[str, Any]) -> bool:
+    """Whether a request is one this lane may answer: a pool read (not its history) with
+    a bearer token, and a body of declared length for a POST only."""
+    path = environ.get("PATH_INFO", "")
+    method = environ.get("REQUEST_METHOD")
+    length = environ.get("CONTENT_LENGTH") or "0"
+    return not (
+        method not in ("GET", "POST")
+        or not path.startswith(POOLS_PREFIX)
+        or path.rstrip("/").endswith(HISTORY_SUFFIX)
+        or not path.isascii()
+        or environ.get("SCRIPT_NAME")
+        or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)
+        or "HTTP_TRANSFER_ENCODING" in environ
+        or not length.isdigit()
+        or (method == "GET" and length != "0")
+        or (method == "POST" and not 0 < int(length) <= _body_limit())
+    )
+
+
 def _body_limit() -> int:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return int(limit) if limit is not None else 2**31
 
 
-def _unavailable(start_response: StartResponse, headers: Headers, detail: str) -> list[bytes]:
+Reply = tuple[str, list[tuple[str, str]], bytes]
+
+
+def pool_reply(headers: Headers, answer: PoolAnswer) -> Reply:
+    """The status, headers and body of a cached pool answer, with the headers learned
+    for its request shape."""
+    body, tag, cache_control = answer
+    if body is None:
+        # Django's 304 (HttpResponseNotModified) drops the content type too, and its
+        # CommonMiddleware gives it a Content-Length of 0: the same headers here.
+        kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
+        return (
+            "304 Not Modified",
+            [*kept, ("ETag", tag), ("Cache-Control", cache_control), ("Content-Length", "0")],
+            b"",
+        )
+    return (
+        "200 OK",
+        [
+            *headers,
+            ("ETag", tag),
+            ("Cache-Control", cache_control),
+            ("Content-Length", str(len(body))),
+        ],
+        body,
+    )
+
+
+def unavailable_reply(headers: Headers, detail: str) -> Reply:
+    """The JSON 503 (with `Retry-After: 1`) of a database that failed or did not answer."""
     body = json.dumps({"detail": detail}).encode()
     kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
-    start_response(
+    return (
         "503 Service Unavailable",
         [
             *kept,
@@ -257,5 +277,11 @@ def _unavailable(start_response: StartResponse, headers: Headers, detail: str) -
             ("Retry-After", "1"),
             ("Content-Length", str(len(body))),
         ],
+        body,
     )
+
+
+def _unavailable(start_response: StartResponse, headers: Headers, detail: str) -> list[bytes]:
+    status, reply_headers, body = unavailable_reply(headers, detail)
+    start_response(status, reply_headers)
     return [body]

@@ -1,0 +1,446 @@
+"""Cached pool answers on the event loop (omniroute_admin/loop_lane.py): the counter
+reader's one-read-after-arrival rule, its deadline and failures, the tokens it trusts,
+and the ASGI application answering on the loop only what the fast lane would answer,
+with the same bytes and headers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from billing import services as billing_services
+from billing.models import ChangeCounter
+from ladder import tokens
+from ladder.models import ApiToken
+from omniroute_admin import loop_lane
+from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
+from omniroute_admin.loop_lane import MAX_STUCK, CounterReader, ReadFailed
+from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
+
+POOL = "/api/v1/pools/auto/subscription"
+
+
+# --- the counter reader ------------------------------------------------------------------
+
+
+class ScriptedQuery:
+    """Stands in for the reader's query: each call reads the value of the moment it
+    starts (as a statement's snapshot does), waits for its own release, then answers it
+    (or raises what it is given)."""
+
+    def __init__(self) -> None:
+        self.value = (1, 1, 1)
+        self.started: list[asyncio.Event] = []
+        self.releases: list[asyncio.Event] = []
+        self.error: Exception | None = None
+
+    async def __call__(self) -> tuple[int, int, int]:
+        started, release = asyncio.Event(), asyncio.Event()
+        self.started.append(started)
+        self.releases.append(release)
+        value = self.value
+        started.set()
+        await release.wait()
+        if self.error is not None:
+            raise self.error
+        return value
+
+
+def _reader_run(scenario: Callable[[CounterReader, ScriptedQuery], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        reader = CounterReader(asyncio.get_running_loop(), deadline=0.5)
+        query = ScriptedQuery()
+        reader._query = query  # type: ignore[method-assign]
+        return await scenario(reader, query)
+
+    return asyncio.run(main())
+
+
+def test_requests_during_a_read_share_the_next_read_which_starts_after_them() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        first = reader.read()
+        await _started(query, 0)
+        # A write lands while the first read is in flight; three requests arrive.
+        query.value = (1, 2, 1)
+        later = [reader.read() for _ in range(3)]
+        query.releases[0].set()
+        await _started(query, 1)
+        query.releases[1].set()
+        return await first, [await f for f in later], len(query.started)
+
+    first, later, reads = _reader_run(scenario)
+
+    assert first == (1, 1, 1)  # it started before the write
+    assert later == [(1, 2, 1)] * 3  # one read, started after they arrived, serves all three
+    assert reads == 2
+
+
+def test_a_read_past_the_deadline_fails_and_the_next_uses_a_new_read() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        reader.deadline = 0.01
+        reader._connection = "the stuck one"
+        with pytest.raises(ReadFailed) as failed:
+            await reader.read()
+        stuck_connection = reader._connection
+        query.releases[0].set()  # the database answers at last: the stuck read ends
+        await asyncio.sleep(0)
+        reader.deadline = 1.0
+        second = reader.read()
+        await _started(query, 1)
+        query.releases[1].set()
+        return failed.value.detail, stuck_connection, await second, len(reader._stuck)
+
+    detail, stuck_connection, second, stuck = _reader_run(scenario)
+
+    assert detail == DETAIL
+    assert stuck_connection is None  # abandoned to its query
+    assert second == (1, 1, 1)
+    assert stuck == 0
+
+
+def test_with_every_read_stuck_a_request_fails_at_once_without_a_query() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        reader.deadline = 0.01
+        for _ in range(MAX_STUCK):
+            with pytest.raises(ReadFailed):
+                await reader.read()
+        with pytest.raises(ReadFailed) as failed:
+            await reader.read()
+        queries = len(query.started)
+        for release in query.releases:
+            release.set()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        reader.deadline = 1.0
+        again = reader.read()
+        await _started(query, MAX_STUCK)
+        query.releases[MAX_STUCK].set()
+        return str(failed.value), queries, await again
+
+    why, queries, again = _reader_run(scenario)
+
+    assert why == "every counter read is waiting on the database"
+    assert queries == MAX_STUCK
+    assert again == (1, 1, 1)  # the stuck reads ended: reads work again
+
+
+def test_a_failed_read_is_unavailable_and_drops_its_connection() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        query.error = OSError("connection refused")
+        future = reader.read()
+        await _started(query, 0)
+        query.releases[0].set()
+        with pytest.raises(ReadFailed) as failed:
+            await future
+        return failed.value.detail, str(failed.value), reader._connection
+
+    detail, why, kept = _reader_run(scenario)
+
+    assert (detail, why, kept) == (UNAVAILABLE_DETAIL, "OSError", None)
+
+
+async def _started(query: ScriptedQuery, index: int) -> None:
+    while len(query.started) <= index:
+        await asyncio.sleep(0)
+    await query.started[index].wait()
+
+
+# --- known tokens -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_authenticated_outside_a_transaction_is_known_with_the_tokens_counter() -> None:
+    secret = make_token("gw", ApiToken.Scope.GATEWAY)
+    (tokens_version,) = ChangeCounter.objects.filter(name=ChangeCounter.TOKENS).values_list(
+        "value", flat=True
+    )
+    assert tokens.known_token(secret) is None
+
+    token = tokens.authenticate(secret)
+
+    assert token is not None
+    known = tokens.known_token(secret)
+    assert known is not None
+    assert (known.id, known.scope, known.tokens_version) == (
+        token.pk,
+        "gateway",
+        tokens_version,
+    )
+    assert known.is_current(tokens_version, timezone.now())
+    assert not known.is_current(tokens_version + 1, timezone.now())
+    assert not known.is_current(tokens_version, timezone.now() + timedelta(minutes=2))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_read_inside_a_transaction_is_not_kept() -> None:
+    secret = make_token("gw", ApiToken.Scope.GATEWAY)
+    with transaction.atomic():
+        assert tokens.authenticate(secret) is not None
+    assert tokens.known_token(secret) is None
+
+
+@pytest.mark.django_db
+def test_revoking_a_token_moves_the_tokens_counter_and_nothing_else() -> None:
+    make_token("gw", ApiToken.Scope.GATEWAY)
+    before = dict(ChangeCounter.objects.values_list("name", "value"))
+
+    assert tokens.revoke_token(ApiToken.objects.get(name="gw").pk)
+
+    after = dict(ChangeCounter.objects.values_list("name", "value"))
+    assert after == {**before, "tokens": before["tokens"] + 1}
+    assert billing_services.change_counters() == (before["config"], before["state"])
+
+
+# --- the ASGI application on PostgreSQL ------------------------------------------------
+
+
+@pytest.fixture
+def on_postgresql() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the loop lane runs on PostgreSQL only (SQLite has the fast lane)")
+
+
+@pytest.fixture
+def plan(on_postgresql: None, settings: Any) -> str:
+    """One plan login with a fresh reading, pinned by one candidate; a gateway token. (A
+    transactional test empties every table after it: the curated catalog and the
+    counters the migrations seed are put back first.)"""
+    import importlib
+
+    from django.apps import apps
+    from django.db import connections
+
+    def migration(name: str) -> Any:
+        return importlib.import_module(f"billing.migrations.{name}")
+
+    migration("0002_seed_curated_catalog").seed(apps, None)
+    migration("0004_seed_change_counters").create_counters(apps, None)
+    migration("0009_seed_tokens_counter").create_counter(apps, None)
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    make_connection("claude-max-1")
+    now = timezone.now()
+    make_reading("claude-max-1", now=now, checked_at=now, remaining_percent=60.0)
+    make_candidate(connection_id="claude-max-1")
+    return make_token("gw", ApiToken.Scope.GATEWAY)
+
+
+class Counted:
+    """Counts the requests the ASGI application hands to its WSGI thread pool."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from omniroute_admin import asgi
+
+        self.threads = 0
+        respond = asgi._wsgi.respond
+
+        async def counting(environ: dict[str, Any], send: Any) -> None:
+            self.threads += 1
+            await respond(environ, send)
+
+        monkeypatch.setattr(asgi._wsgi, "respond", counting)
+        monkeypatch.setattr(asgi, "_on_loop", True)
+
+
+def _session(steps: Callable[[httpx.AsyncClient], Awaitable[Any]]) -> Any:
+    """Requests through the ASGI application in one event loop (one counter reader),
+    closed at the end."""
+    from omniroute_admin.asgi import application
+
+    async def main() -> Any:
+        transport = httpx.ASGITransport(app=application)  # type: ignore[arg-type]
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+                return await steps(c)
+        finally:
+            await loop_lane.reader().aclose()
+
+    return asyncio.run(main())
+
+
+def _auth(secret: str, **extra: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}", **extra}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cached_pool_is_answered_on_the_loop_with_the_lanes_bytes_and_headers(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        first = await client.get(POOL, headers=_auth(plan))
+        threads = counted.threads
+        reads = loop_lane.reader().reads
+        second = await client.get(POOL, headers=_auth(plan))
+        third = await client.get(POOL, headers=_auth(plan))
+        return first, second, third, threads, reads, loop_lane.reader().reads
+
+    first, second, third, threads, reads, reads_after = _session(steps)
+
+    assert (first.status_code, second.status_code, third.status_code) == (200, 200, 200)
+    assert threads == 1
+    assert counted.threads == 1
+    assert reads_after - reads == 2  # one counter read each, no Django query
+    assert second.content == first.content == third.content
+    assert sorted(second.headers.multi_items()) == sorted(first.headers.multi_items())
+    assert second.headers["x-frame-options"] == "DENY"
+    assert [c["connection_id"] for c in second.json()["candidates"]] == ["claude-max-1"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revalidation_of_the_current_tag_is_a_304_on_the_loop(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        first = await client.get(POOL, headers=_auth(plan))
+        revalidation = _auth(plan, **{"If-None-Match": first.headers["etag"]})
+        again = await client.get(POOL, headers=revalidation)
+        return first, again
+
+    first, again = _session(steps)
+
+    assert again.status_code == 304
+    assert again.content == b""
+    assert again.headers["etag"] == first.headers["etag"]
+    assert again.headers["content-length"] == "0"
+    assert "content-type" not in again.headers
+    assert counted.threads == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_committed_before_a_request_is_in_its_answer(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.get(POOL, headers=_auth(plan))
+        before = await client.get(POOL, headers=_auth(plan))
+        now = timezone.now()
+        await asyncio.to_thread(
+            make_reading, "claude-max-1", now=now, checked_at=now, remaining_percent=1.0
+        )
+        after = await client.get(POOL, headers=_auth(plan))
+        again = await client.get(POOL, headers=_auth(plan))
+        return before, after, again
+
+    before, after, again = _session(steps)
+
+    assert [c["connection_id"] for c in before.json()["candidates"]] == ["claude-max-1"]
+    assert after.json()["candidates"] == []
+    assert again.content == after.content
+    assert counted.threads == 2  # the first request, and the first after the write
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_revoked_in_another_process_is_refused_on_its_next_request(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.get(POOL, headers=_auth(plan))
+        served = await client.get(POOL, headers=_auth(plan))
+        token_id = await asyncio.to_thread(lambda: ApiToken.objects.get(name="gw").pk)
+        # What another process's revocation leaves this one: its known token, and the
+        # moved counter in the database (its own write would forget nothing here).
+        known = tokens.known_token(plan)
+        await asyncio.to_thread(tokens.revoke_token, token_id)
+        tokens._know(tokens.hash_secret(plan), known)  # type: ignore[arg-type]
+        refused = [await client.get(POOL, headers=_auth(plan)) for _ in range(2)]
+        return served, refused
+
+    served, refused = _session(steps)
+
+    assert served.status_code == 200
+    assert [r.status_code for r in refused] == [401, 401]
+    assert tokens.known_token(plan) is None
+    assert counted.threads == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_last_used_over_a_minute_ago_goes_through_authenticate(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+    long_ago = timezone.now() - timedelta(minutes=5)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.get(POOL, headers=_auth(plan))
+        await asyncio.to_thread(
+            lambda: ApiToken.objects.filter(name="gw").update(last_used_at=long_ago)
+        )
+        known = tokens.known_token(plan)
+        assert known is not None
+        tokens._know(tokens.hash_secret(plan), known._replace(last_used_at=long_ago))
+        answer = await client.get(POOL, headers=_auth(plan))
+        used = await asyncio.to_thread(lambda: ApiToken.objects.get(name="gw").last_used_at)
+        return answer, used
+
+    answer, used = _session(steps)
+
+    assert answer.status_code == 200
+    assert counted.threads == 2
+    assert used is not None
+    assert used > long_ago + timedelta(minutes=4)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_that_does_not_answer_gets_the_deadline_503_from_the_loop(
+    plan: str, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.get(POOL, headers=_auth(plan))
+        reader = loop_lane.reader()
+        reader.deadline = settings.API_REQUEST_DEADLINE_SECONDS = 0.05
+        hung = asyncio.Event()
+
+        async def hanging() -> tuple[int, int, int]:
+            await hung.wait()
+            return (0, 0, 0)
+
+        monkeypatch.setattr(reader, "_query", hanging)
+        answer = await client.get(POOL, headers=_auth(plan))
+        hung.set()
+        return answer
+
+    answer = _session(steps)
+
+    assert answer.status_code == 503
+    assert answer.json() == {"detail": DETAIL}
+    assert answer.headers["retry-after"] == "1"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert counted.threads == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_what_the_loop_cannot_answer_goes_to_the_thread_pool(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.get(POOL, headers=_auth(plan))
+        return [
+            await client.get(POOL, headers=_auth("omr_unknown")),
+            await client.get("/api/v1/pools/auto/nothing", headers=_auth(plan)),
+            await client.get(f"{POOL}/history", headers=_auth(plan)),
+            await client.get(POOL),
+        ]
+
+    answers = _session(steps)
+
+    assert [a.status_code for a in answers] == [401, 404, 200, 401]
+    assert counted.threads == 5
