@@ -8,8 +8,8 @@ lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process.
 A change-feed answer that asks to be held (omniroute_admin.change_feed) is then held on
 the event loop: the thread is back in the pool at once, and a gateway long-polling the
 feed costs one coroutine and one socket, never a thread or a database connection. On
-PostgreSQL a cached pool answer is made on the event loop itself, with no thread at all
-(omniroute_admin.loop_lane)."""
+PostgreSQL a cached pool answer and a good spend report are made on the event loop
+itself, with no thread at all (omniroute_admin.loop_lane)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from omniroute_admin.wsgi import lanes  # loads Django: import it first
 # isort: split
 from omniroute_admin import change_feed, loop_lane
 from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
-from omniroute_admin.fast_lane import POOLS_PREFIX
+from omniroute_admin.fast_lane import POOLS_PREFIX, SPEND_PATH
 
 Scope = dict[str, Any]
 Receive = Any
@@ -129,10 +129,14 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         await _wsgi(scope, receive, send)
     elif scope["path"] == FEED_PATH:
         await _feed(scope, receive, send)
-    elif _on_loop and scope["path"].startswith(POOLS_PREFIX):
-        # A cached pool answer on the loop (omniroute_admin.loop_lane), else as any request.
+    elif _on_loop and (scope["path"].startswith(POOLS_PREFIX) or scope["path"] == SPEND_PATH):
+        # A cached pool answer or a spend report on the loop (omniroute_admin.loop_lane),
+        # else as any request.
         environ = environ_of(scope, await _body(scope, receive))
-        reply = await loop_lane.answer(lanes, environ)
+        if scope["path"] == SPEND_PATH:
+            reply = await loop_lane.spend_answer(lanes, environ)
+        else:
+            reply = await loop_lane.answer(lanes, environ)
         if reply is None:
             await _wsgi.respond(environ, send)
         else:

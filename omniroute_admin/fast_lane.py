@@ -125,20 +125,17 @@ class PoolFastLane:
         """The headers learned for this pool request's shape, or None (not learned yet)."""
         return self._headers.get(self._shape(environ))
 
+    def learned_spend(self, environ: dict[str, Any]) -> Headers | None:
+        """The headers learned for this spend report's shape, or None."""
+        return self._headers.get((SPEND_PATH, *self._shape(environ)))
+
     def _spend(
         self, environ: dict[str, Any], start_response: StartResponse, length: str
     ) -> Iterable[bytes]:
         """POST /api/v1/spend: a good report recorded here (ladder.spend_answers), with
         the headers of the endpoint's own 201 for this request shape; anything else,
         and the first report of a shape, goes to Django."""
-        if (
-            environ.get("SCRIPT_NAME")
-            or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)
-            or "HTTP_TRANSFER_ENCODING" in environ
-            or not length.isdigit()
-            or not 0 < int(length) <= _body_limit()
-            or not environ.get("CONTENT_TYPE", "").startswith("application/json")
-        ):
+        if not is_spend_request(environ):
             return self.app(environ, start_response)
         body = environ["wsgi.input"].read(int(length))
         environ["wsgi.input"] = io.BytesIO(body)
@@ -229,6 +226,22 @@ def is_pool_request(environ: dict[str, Any]) -> bool:
         or not length.isdigit()
         or (method == "GET" and length != "0")
         or (method == "POST" and not 0 < int(length) <= _body_limit())
+    )
+
+
+def is_spend_request(environ: dict[str, Any]) -> bool:
+    """Whether a request is a spend report this lane may record: `POST /api/v1/spend`
+    with a bearer token and a JSON body of declared length."""
+    length = environ.get("CONTENT_LENGTH") or "0"
+    return not (
+        environ.get("PATH_INFO") != SPEND_PATH
+        or environ.get("REQUEST_METHOD") != "POST"
+        or environ.get("SCRIPT_NAME")
+        or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)
+        or "HTTP_TRANSFER_ENCODING" in environ
+        or not length.isdigit()
+        or not 0 < int(length) <= _body_limit()
+        or not environ.get("CONTENT_TYPE", "").startswith("application/json")
     )
 
 

@@ -30,65 +30,186 @@ save). docs/HOT_PATH.md, "Answers on the event loop"."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
+from ninja.responses import NinjaJSONEncoder
+from pydantic import ValidationError as PydanticValidationError
 
 from billing.models import ChangeCounter
-from ladder import services
+from ladder import core, services
 from ladder.core import AutoId
 from ladder.models import ApiToken
 from ladder.pool_answers import answer_decision, body_key, parse_pool_id
-from ladder.tokens import forget_known_tokens, known_token
+from ladder.schemas import SpendIn, SpendOut
+from ladder.services.spend_write import insert_statement, window_sum_statement
+from ladder.spend_answers import spend_input_of
+from ladder.tokens import KnownToken, forget_known_tokens, known_token
 from omniroute_admin.change_feed import psycopg_params
-from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL, log_too_late
+from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL, log_too_late, with_connections
 from omniroute_admin.fast_lane import (
     BEARER,
     POOLS_PREFIX,
+    SPEND_STATUS,
+    Headers,
     PoolFastLane,
     is_pool_request,
+    is_spend_request,
     pool_reply,
     unavailable_reply,
 )
 
 logger = logging.getLogger(__name__)
 
-# Reads abandoned to a database that stopped answering, at most, per process: past it a
-# request answers the deadline's 503 at once (the fast lane's pool of threads likewise).
+# Connections of one event loop (one per server process) open at once: the counter
+# read, and the spend reports in flight (their statements are a fraction of a
+# millisecond; a report that finds none free within its deadline answers 503).
+MAX_OPEN = 4
+# Connections abandoned to a database that stopped answering, at most, per process: past
+# it a request answers the deadline's 503 at once (the fast lane's threads likewise).
 MAX_STUCK = 4
 # (config, state, tokens)
 Counters3 = tuple[int, int, int]
 Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
+T = TypeVar("T")
+
+
+class Current(NamedTuple):
+    """The counters of a read that started after the request arrived."""
+
+    config: int
+    state: int
+    tokens: int
 
 
 class ReadFailed(Exception):
-    """The counters could not be read: `detail` is the 503's."""
+    """The database failed or did not answer in time: `detail` is the 503's."""
 
     def __init__(self, detail: str, why: str) -> None:
         super().__init__(why)
         self.detail = detail
 
 
+class LoopConnections:
+    """This event loop's asynchronous PostgreSQL connections (autocommit): at most
+    MAX_OPEN open, each running one statement at a time. `run(work, timeout)` runs
+    `work(connection)` on an idle one; past `timeout` the connection is abandoned to its
+    work, as a stuck deadline thread is, and ReadFailed(DETAIL) raised; with MAX_STUCK
+    abandoned at once, or no connection free in time, ReadFailed(DETAIL) at once."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        connect: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.connect = connect or _connect
+        self.opened = 0  # connections opened so far
+        self._idle: list[Any] = []
+        self._open = 0
+        self._freed = asyncio.Condition()
+        self._stuck: set[asyncio.Task[Any]] = set()
+        self.prepare = psycopg_params().get("prepare_threshold", 0) is not None
+
+    async def run(self, work: Callable[[Any], Awaitable[T]], timeout: float | None) -> T:
+        if len(self._stuck) >= MAX_STUCK:
+            raise ReadFailed(DETAIL, "every loop connection is waiting on the database")
+        started = self.loop.time()
+        async with self._freed:
+            try:
+                await asyncio.wait_for(
+                    self._freed.wait_for(lambda: bool(self._idle) or self._open < MAX_OPEN),
+                    timeout,
+                )
+            except TimeoutError:
+                raise ReadFailed(DETAIL, "no loop connection was free in time") from None
+            connection = self._idle.pop() if self._idle else None
+            self._open += 1 if connection is None else 0
+        left = None if timeout is None else max(timeout - (self.loop.time() - started), 0.0)
+        task = self.loop.create_task(self._on(connection, work))
+        done, _ = await asyncio.wait({task}, timeout=left)
+        if not done:
+            self._stuck.add(task)
+            task.add_done_callback(self._unstuck)
+            raise ReadFailed(DETAIL, "the database did not answer")
+        error = task.exception()
+        if error is not None:
+            if isinstance(error, ReadFailed):
+                raise error
+            raise ReadFailed(UNAVAILABLE_DETAIL, type(error).__name__) from error
+        value, connection = task.result()
+        await self._release(connection)
+        return value
+
+    async def _on(self, connection: Any, work: Callable[[Any], Awaitable[T]]) -> tuple[T, Any]:
+        try:
+            if connection is None:
+                connection = await self.connect()
+                self.opened += 1
+            return await work(connection), connection
+        except BaseException:
+            await self._release(None)
+            if connection is not None:
+                with contextlib.suppress(Exception):
+                    await connection.close()
+            raise
+
+    async def _release(self, connection: Any) -> None:
+        """Back to the idle list (None: one fewer open, it broke or was abandoned)."""
+        async with self._freed:
+            if connection is None:
+                self._open -= 1
+            else:
+                self._idle.append(connection)
+            self._freed.notify()
+
+    def _unstuck(self, task: asyncio.Task[Any]) -> None:
+        self._stuck.discard(task)
+        if task.cancelled():
+            self.loop.create_task(self._release(None))
+            return
+        if task.exception() is None:  # the database answered at last: close it
+            _, connection = task.result()
+            self.loop.create_task(self._close_abandoned(connection))
+
+    async def _close_abandoned(self, connection: Any) -> None:
+        await self._release(None)
+        with contextlib.suppress(Exception):
+            await connection.close()
+
+    async def aclose(self) -> None:
+        """Close the idle connections (a test's loop, before it ends)."""
+        async with self._freed:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+
 class CounterReader:
-    """The change counters, read on one asynchronous PostgreSQL connection of this
-    event loop. `read()` is a future of a read that starts after the call: a request
-    that arrives while one is in flight waits for the next, which then serves every
-    request that arrived meanwhile."""
+    """The change counters (config, state, tokens), read on this loop's connections.
+    `read()` is a future of a read that starts after the call: a request that arrives
+    while one is in flight waits for the next, which then serves every request that
+    arrived meanwhile."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         self.loop = loop
         self.deadline = deadline
         self.reads = 0  # queries sent so far
+        self.connections = LoopConnections(loop)
         self._next: asyncio.Future[Counters3] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._connection: Any = None
-        self._stuck: set[asyncio.Task[Counters3]] = set()
         self._sql = _counters_sql()
-        self._prepare = psycopg_params().get("prepare_threshold", 0) is not None
 
     def read(self) -> asyncio.Future[Counters3]:
         if self._next is None:
@@ -100,57 +221,38 @@ class CounterReader:
     async def _run(self) -> None:
         while self._next is not None:
             future, self._next = self._next, None
-            if len(self._stuck) >= MAX_STUCK:
-                _fail(future, ReadFailed(DETAIL, "every counter read is waiting on the database"))
-                continue
-            query = self.loop.create_task(self._query())
-            done, _ = await asyncio.wait({query}, timeout=self.deadline or None)
-            if not done:
-                # Left to its query, as a stuck deadline thread is; a new connection next.
-                self._connection = None
-                self._stuck.add(query)
-                query.add_done_callback(self._unstuck)
-                _fail(future, ReadFailed(DETAIL, "the database did not answer"))
-            elif (error := query.exception()) is not None:
-                await self._drop()
-                _fail(future, ReadFailed(UNAVAILABLE_DETAIL, type(error).__name__))
-            elif not future.done():
-                future.set_result(query.result())
+            try:
+                value = await self._query()
+            except ReadFailed as error:
+                _fail(future, error)
+            else:
+                if not future.done():
+                    future.set_result(value)
 
     async def _query(self) -> Counters3:
-        import psycopg
+        return await self.connections.run(self._read_on, self.deadline or None)
 
-        connection = self._connection
-        if connection is None:
-            connection = await psycopg.AsyncConnection.connect(**psycopg_params(), autocommit=True)
-            self._connection = connection
+    async def _read_on(self, connection: Any) -> Counters3:
         self.reads += 1
         cursor = await connection.execute(
             self._sql,
             [ChangeCounter.CONFIG, ChangeCounter.STATE, ChangeCounter.TOKENS],
-            prepare=self._prepare,
+            prepare=self.connections.prepare,
         )
         row = await cursor.fetchone()
         assert row is not None
         config, state, tokens = row
         return config or 0, state or 0, tokens or 0
 
-    def _unstuck(self, query: asyncio.Task[Counters3]) -> None:
-        self._stuck.discard(query)
-        if not query.cancelled():
-            query.exception()  # retrieved: a stuck read's error is expected, not logged
-
     async def aclose(self) -> None:
-        """Close the connection (a test's loop, before it ends)."""
-        await self._drop()
+        """Close the connections (a test's loop, before it ends)."""
+        await self.connections.aclose()
 
-    async def _drop(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                await connection.close()
-            except Exception:  # already broken
-                logger.debug("loop lane: closing a broken connection failed", exc_info=True)
+
+async def _connect() -> Any:
+    import psycopg
+
+    return await psycopg.AsyncConnection.connect(**psycopg_params(), autocommit=True)
 
 
 def _fail(future: asyncio.Future[Counters3], error: ReadFailed) -> None:
@@ -195,39 +297,125 @@ async def answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
     headers = lane.learned(environ)
     if headers is None:
         return None
-    path = environ["PATH_INFO"]
-    parsed = parse_pool_id(path[len(POOLS_PREFIX) :])
+    parsed = parse_pool_id(environ["PATH_INFO"][len(POOLS_PREFIX) :])
     token = known_token(environ["HTTP_AUTHORIZATION"][len(BEARER) :])
     if not isinstance(parsed, AutoId) or token is None or not token.allows(ApiToken.Scope.GATEWAY):
         return None
     post_key: Any = "registered"
     if environ["REQUEST_METHOD"] == "POST":
         post_key = body_key(environ.get("CONTENT_TYPE", ""), environ["wsgi.input"].getvalue())
-    deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
-    left = max(deadline - (time.perf_counter() - started), 0.0) if deadline > 0 else None
-    try:
-        try:
-            config, state, tokens = await asyncio.wait_for(asyncio.shield(reader().read()), left)
-        except TimeoutError:
-            raise ReadFailed(DETAIL, "the database did not answer") from None
-    except ReadFailed as failed:
-        if failed.detail == DETAIL:
-            log_too_late(environ["REQUEST_METHOD"], path, str(failed))
-        else:
-            logger.warning(
-                "database unavailable during %s %s: %s", environ["REQUEST_METHOD"], path, failed
-            )
-        return _encoded(unavailable_reply(headers, failed.detail))
+    current = await _current(environ, headers, token, started)
+    if not isinstance(current, Current):
+        return current
+    config, state, _ = current
     now = timezone.now()
-    if not token.is_current(tokens, now):
-        if tokens != token.tokens_version:
-            forget_known_tokens()
-        return None
     decision = services.cached_decision(parsed, post_key, now=now, counters=(config, state))
     if decision is None:
         return None
     reply = answer_decision(parsed, decision, now, environ.get("HTTP_IF_NONE_MATCH"), started)
     return _encoded(pool_reply(headers, reply))
+
+
+async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
+    """The fast lane's answer to a good spend report (`POST /api/v1/spend`), recorded on
+    the loop: the same statements as services.record_spend on PostgreSQL (the ledger
+    row and its day total in one; the window's sum on a budgeted rung), on this loop's
+    connections; a crossing of a budget is then recorded on a thread, as record_spend
+    records it. None when the fast lane (and Django) must answer instead, having written
+    nothing: not a report the fast lane takes, a body the schema or the service refuses,
+    a request id seen before (answered as stored there), a snapshot or a connection's
+    billing this process has not cached for the current counters."""
+    started = time.perf_counter()
+    if not is_spend_request(environ):
+        return None
+    headers = lane.learned_spend(environ)
+    token = known_token(environ["HTTP_AUTHORIZATION"][len(BEARER) :])
+    if headers is None or token is None or not token.allows(ApiToken.Scope.GATEWAY):
+        return None
+    try:
+        payload = SpendIn.model_validate(json.loads(environ["wsgi.input"].getvalue()))
+    except (ValueError, PydanticValidationError):
+        return None
+    current = await _current(environ, headers, token, started)
+    if not isinstance(current, Current):
+        return current
+    config, state, _ = current
+    now = timezone.now()
+    try:
+        prepared = services.prepare_cached_spend(
+            spend_input_of(payload), now=now, counters=(config, state)
+        )
+    except DjangoValidationError:
+        return None
+    if prepared is None:
+        return None
+    entry = prepared.entry
+    statement, params = insert_statement(entry)
+    budgeted = next(iter(prepared.budgeted.items()), None)  # one entry: one rung at most
+    connections_ = reader().connections
+
+    async def write(connection: Any) -> tuple[Any, Any]:
+        cursor = await connection.execute(statement, params, prepare=connections_.prepare)
+        row = await cursor.fetchone()
+        total = None
+        if row is not None and budgeted is not None:
+            first, end = prepared.window
+            cursor = await connection.execute(
+                window_sum_statement(), [budgeted[0], first, end], prepare=connections_.prepare
+            )
+            (total,) = await cursor.fetchone()
+        return row, total
+
+    try:
+        row, total = await connections_.run(write, _left(started))
+    except ReadFailed as failed:
+        return _unavailable(environ, headers, failed)
+    if row is None:
+        return None
+    entry.pk = row[0]
+    entry._state.adding = False
+    entry._state.db = DEFAULT_DB_ALIAS
+    if budgeted is not None and core.reaches_budget(budgeted[1], Decimal(total)):
+        await asyncio.to_thread(with_connections, services.settle_crossing, prepared, now)
+    body = json.dumps(SpendOut.from_orm(entry).model_dump(), cls=NinjaJSONEncoder).encode()
+    return _encoded((SPEND_STATUS[201], [*headers, ("Content-Length", str(len(body)))], body))
+
+
+async def _current(
+    environ: dict[str, Any], headers: Headers, token: KnownToken, started: float
+) -> Current | Reply | None:
+    """The counters read after the request arrived, when `token` still stands for its
+    row; a 503 reply when the database failed or did not answer in time; None when the
+    token must go through `authenticate` (every known token forgotten when the tokens
+    counter moved)."""
+    left = _left(started)
+    try:
+        try:
+            current = await asyncio.wait_for(asyncio.shield(reader().read()), left)
+        except TimeoutError:
+            raise ReadFailed(DETAIL, "the database did not answer") from None
+    except ReadFailed as failed:
+        return _unavailable(environ, headers, failed)
+    if not token.is_current(current[2], timezone.now()):
+        if current[2] != token.tokens_version:
+            forget_known_tokens()
+        return None
+    return Current(*current)
+
+
+def _left(started: float) -> float | None:
+    """What is left of the request deadline (None: off)."""
+    deadline = float(settings.API_REQUEST_DEADLINE_SECONDS)
+    return max(deadline - (time.perf_counter() - started), 0.0) if deadline > 0 else None
+
+
+def _unavailable(environ: dict[str, Any], headers: Headers, failed: ReadFailed) -> Reply:
+    method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+    if failed.detail == DETAIL:
+        log_too_late(method, path, str(failed))
+    else:
+        logger.warning("database unavailable during %s %s: %s", method, path, failed)
+    return _encoded(unavailable_reply(headers, failed.detail))
 
 
 def _encoded(reply: tuple[str, list[tuple[str, str]], bytes]) -> Reply:

@@ -21,7 +21,13 @@ from ladder import tokens
 from ladder.models import ApiToken
 from omniroute_admin import loop_lane
 from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
-from omniroute_admin.loop_lane import MAX_STUCK, CounterReader, ReadFailed
+from omniroute_admin.loop_lane import (
+    MAX_OPEN,
+    MAX_STUCK,
+    CounterReader,
+    LoopConnections,
+    ReadFailed,
+)
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
 
 POOL = "/api/v1/pools/auto/subscription"
@@ -82,68 +88,155 @@ def test_requests_during_a_read_share_the_next_read_which_starts_after_them() ->
     assert reads == 2
 
 
-def test_a_read_past_the_deadline_fails_and_the_next_uses_a_new_read() -> None:
+def test_a_failed_read_fails_every_request_waiting_for_it() -> None:
     async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
-        reader.deadline = 0.01
-        reader._connection = "the stuck one"
-        with pytest.raises(ReadFailed) as failed:
-            await reader.read()
-        stuck_connection = reader._connection
-        query.releases[0].set()  # the database answers at last: the stuck read ends
-        await asyncio.sleep(0)
-        reader.deadline = 1.0
-        second = reader.read()
-        await _started(query, 1)
-        query.releases[1].set()
-        return failed.value.detail, stuck_connection, await second, len(reader._stuck)
-
-    detail, stuck_connection, second, stuck = _reader_run(scenario)
-
-    assert detail == DETAIL
-    assert stuck_connection is None  # abandoned to its query
-    assert second == (1, 1, 1)
-    assert stuck == 0
-
-
-def test_with_every_read_stuck_a_request_fails_at_once_without_a_query() -> None:
-    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
-        reader.deadline = 0.01
-        for _ in range(MAX_STUCK):
-            with pytest.raises(ReadFailed):
-                await reader.read()
-        with pytest.raises(ReadFailed) as failed:
-            await reader.read()
-        queries = len(query.started)
-        for release in query.releases:
-            release.set()
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        reader.deadline = 1.0
-        again = reader.read()
-        await _started(query, MAX_STUCK)
-        query.releases[MAX_STUCK].set()
-        return str(failed.value), queries, await again
-
-    why, queries, again = _reader_run(scenario)
-
-    assert why == "every counter read is waiting on the database"
-    assert queries == MAX_STUCK
-    assert again == (1, 1, 1)  # the stuck reads ended: reads work again
-
-
-def test_a_failed_read_is_unavailable_and_drops_its_connection() -> None:
-    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
-        query.error = OSError("connection refused")
-        future = reader.read()
+        query.error = ReadFailed(UNAVAILABLE_DETAIL, "OSError")
+        futures = [reader.read(), reader.read()]
         await _started(query, 0)
         query.releases[0].set()
+        details = []
+        for future in futures:
+            with pytest.raises(ReadFailed) as failed:
+                await future
+            details.append((failed.value.detail, str(failed.value)))
+        return details
+
+    assert _reader_run(scenario) == [(UNAVAILABLE_DETAIL, "OSError")] * 2
+
+
+# --- the loop's connections ---------------------------------------------------------------
+
+
+class FakeConnection:
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.closed = False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _connections_run(scenario: Callable[[LoopConnections], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        made: list[FakeConnection] = []
+
+        async def connect() -> FakeConnection:
+            made.append(FakeConnection(len(made) + 1))
+            return made[-1]
+
+        pool = LoopConnections(asyncio.get_running_loop(), connect)
+        return await scenario(pool), made
+
+    return asyncio.run(main())
+
+
+async def _number(connection: FakeConnection) -> int:
+    return connection.number
+
+
+def test_a_connection_is_reused_while_it_answers() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        return [await pool.run(_number, 1.0) for _ in range(3)]
+
+    numbers, made = _connections_run(scenario)
+
+    assert numbers == [1, 1, 1]
+    assert len(made) == 1
+
+
+def test_work_past_its_timeout_fails_and_its_connection_is_abandoned_then_closed() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        answer = asyncio.Event()
+
+        async def hangs(connection: FakeConnection) -> int:
+            await answer.wait()
+            return connection.number
+
         with pytest.raises(ReadFailed) as failed:
-            await future
-        return failed.value.detail, str(failed.value), reader._connection
+            await pool.run(hangs, 0.01)
+        after = await pool.run(_number, 1.0)
+        answer.set()  # the database answers the abandoned work at last
+        while pool._stuck:
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return failed.value.detail, str(failed.value), after
 
-    detail, why, kept = _reader_run(scenario)
+    (detail, why, after), made = _connections_run(scenario)
 
-    assert (detail, why, kept) == (UNAVAILABLE_DETAIL, "OSError", None)
+    assert (detail, why) == (DETAIL, "the database did not answer")
+    assert after == 2  # a new connection, not the stuck one
+    assert [c.closed for c in made] == [True, False]
+
+
+def test_with_every_connection_stuck_work_fails_at_once_without_running() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        answer = asyncio.Event()
+        ran: list[int] = []
+
+        async def hangs(connection: FakeConnection) -> int:
+            ran.append(connection.number)
+            await answer.wait()
+            return connection.number
+
+        for _ in range(MAX_STUCK):
+            with pytest.raises(ReadFailed):
+                await pool.run(hangs, 0.01)
+        with pytest.raises(ReadFailed) as failed:
+            await pool.run(hangs, 0.01)
+        stuck_ran = list(ran)
+        answer.set()
+        while pool._stuck:
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return str(failed.value), stuck_ran, await pool.run(_number, 1.0)
+
+    (why, ran, again), made = _connections_run(scenario)
+
+    assert why == "every loop connection is waiting on the database"
+    assert ran == list(range(1, MAX_STUCK + 1))
+    assert again == MAX_STUCK + 1  # the stuck ones ended and were closed: work runs again
+    assert [c.closed for c in made] == [True] * MAX_STUCK + [False]
+
+
+def test_failed_work_is_unavailable_and_closes_its_connection() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        async def fails(connection: FakeConnection) -> int:
+            raise OSError("connection reset")
+
+        with pytest.raises(ReadFailed) as failed:
+            await pool.run(fails, 1.0)
+        return failed.value.detail, str(failed.value), await pool.run(_number, 1.0)
+
+    (detail, why, after), made = _connections_run(scenario)
+
+    assert (detail, why, after) == (UNAVAILABLE_DETAIL, "OSError", 2)
+    assert made[0].closed
+
+
+def test_at_most_max_open_connections_and_the_next_work_waits_for_one() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        release = asyncio.Event()
+
+        async def holds(connection: FakeConnection) -> int:
+            await release.wait()
+            return connection.number
+
+        held = [asyncio.ensure_future(pool.run(holds, 1.0)) for _ in range(MAX_OPEN)]
+        waiting = asyncio.ensure_future(pool.run(_number, 1.0))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        waited = not waiting.done()
+        release.set()
+        return waited, sorted(await asyncio.gather(*held)), await waiting
+
+    (waited, held, number), made = _connections_run(scenario)
+
+    assert waited
+    assert held == list(range(1, MAX_OPEN + 1))
+    assert number in held  # a freed one, not a new one
+    assert len(made) == MAX_OPEN
 
 
 async def _started(query: ScriptedQuery, index: int) -> None:
@@ -444,3 +537,158 @@ def test_what_the_loop_cannot_answer_goes_to_the_thread_pool(
 
     assert [a.status_code for a in answers] == [401, 404, 200, 401]
     assert counted.threads == 5
+
+
+# --- spend reports on the loop (PostgreSQL) ------------------------------------------------
+
+SPEND = "/api/v1/spend"
+
+
+@pytest.fixture
+def key(plan: str) -> str:
+    """A metered key on the cheap rung, with its price; the plan fixture's token."""
+    from decimal import Decimal
+
+    make_connection("openai-key", provider="openai", auth_type="apikey")
+    billing_services.upsert_price(
+        billing_services.PriceInput("openai", "gpt-4o-mini", Decimal("0.15"), Decimal("0.6"), None),
+        actor="t",
+    )
+    return plan
+
+
+def _report(request_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "request_id": request_id,
+        "connection_id": "openai-key",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "cost_usd": None,
+        "input_tokens": 1_000_000,
+        "output_tokens": 0,
+        "occurred_at": timezone.now().isoformat(),
+        **fields,
+    }
+
+
+def _ledger() -> list[tuple[str, str]]:
+    from ladder.models import SpendEntry
+
+    return [
+        (request_id, str(cost))
+        for request_id, cost in SpendEntry.objects.order_by("request_id").values_list(
+            "request_id", "cost_usd"
+        )
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_good_report_is_recorded_on_the_loop_with_the_lanes_headers_and_body(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ladder.models import SpendDayTotal
+
+    counted = Counted(monkeypatch)
+    at = timezone.now().isoformat()
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        first = await client.post(SPEND, headers=_auth(key), json=_report("r1", occurred_at=at))
+        second = await client.post(SPEND, headers=_auth(key), json=_report("r2", occurred_at=at))
+        threads = counted.threads
+        again = await client.post(SPEND, headers=_auth(key), json=_report("r2", occurred_at=at))
+        return first, second, threads, again
+
+    first, second, threads, again = _session(steps)
+
+    assert (first.status_code, second.status_code, again.status_code) == (201, 201, 200)
+    assert threads == 1  # the first report learned the shape on a thread; the second, none
+    assert counted.threads == 2  # a repeat is answered as stored, by the endpoint
+    assert sorted(second.headers.keys()) == sorted(first.headers.keys())
+    assert second.headers["content-length"] == str(len(second.content))
+    assert second.json() == {**first.json(), "request_id": "r2"}
+    assert again.content == second.content  # the endpoint's bytes, byte for byte
+    assert _ledger() == [("r1", "0.15000000"), ("r2", "0.15000000")]
+    assert [str(t.spent_usd) for t in SpendDayTotal.objects.all()] == ["0.30000000"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_the_schema_or_the_service_refuses_is_the_endpoints_422_and_writes_nothing(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.post(SPEND, headers=_auth(key), json=_report("r1"))
+        return [
+            await client.post(SPEND, headers=_auth(key), json=_report("r2", input_tokens=-1)),
+            await client.post(
+                SPEND, headers=_auth(key), json=_report("r3", connection_id="Bad Id!")
+            ),
+            await client.post(
+                SPEND, headers=_auth(key), json=_report("r4", occurred_at="2020-01-01T00:00:00Z")
+            ),
+        ]
+
+    answers = _session(steps)
+
+    assert [a.status_code for a in answers] == [422, 422, 422]
+    assert counted.threads == 4
+    assert _ledger() == [("r1", "0.15000000")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_that_takes_a_rung_to_its_budget_moves_the_version_once(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decimal import Decimal
+
+    from ladder import services
+    from ladder.models import BudgetCrossing, LadderSettings
+
+    counted = Counted(monkeypatch)
+    services.get_settings_row()
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("0.40"))
+    billing_services.bump(ChangeCounter.CONFIG)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        versions = []
+        for number in range(1, 5):
+            answer = await client.post(SPEND, headers=_auth(key), json=_report(f"r{number}"))
+            assert answer.status_code == 201
+            versions.append(await asyncio.to_thread(billing_services.change_counters))
+        return versions
+
+    versions = _session(steps)
+
+    states = [state for _, state in versions]
+    # 0.15, 0.30 under the budget; 0.45 reaches it: the version moves; 0.60 is past it.
+    assert states[1] == states[0]
+    assert states[2] == states[1] + 1
+    assert states[3] == states[2]
+    # The first report learned the shape; the one after the crossing found the billing
+    # of connections cached for the old state counter, and went to the endpoint once.
+    assert counted.threads == 2
+    assert list(BudgetCrossing.objects.values_list("rung", "budget_usd")) == [
+        ("cheap", Decimal("0.40000000"))
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_with_a_revoked_token_is_the_endpoints_401_and_writes_nothing(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.post(SPEND, headers=_auth(key), json=_report("r1"))
+        token_id = await asyncio.to_thread(lambda: ApiToken.objects.get(name="gw").pk)
+        known = tokens.known_token(key)
+        await asyncio.to_thread(tokens.revoke_token, token_id)
+        tokens._know(tokens.hash_secret(key), known)  # type: ignore[arg-type]
+        return await client.post(SPEND, headers=_auth(key), json=_report("r2"))
+
+    answer = _session(steps)
+
+    assert answer.status_code == 401
+    assert counted.threads == 2
+    assert _ledger() == [("r1", "0.15000000")]

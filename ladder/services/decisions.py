@@ -117,6 +117,14 @@ def clear_caches() -> None:
     timeline.clear_known()
 
 
+def cached_snapshot(config_version: int) -> Snapshot | None:
+    """The snapshot for this config counter if this process holds it; no query."""
+    snapshot = _snapshot
+    if snapshot is not None and snapshot.config_version == config_version:
+        return snapshot
+    return None
+
+
 def current_snapshot(config_version: int) -> Snapshot:
     """The snapshot for this config counter, reloaded (three queries) when it moved."""
     global _snapshot

@@ -70,15 +70,23 @@ def _statement() -> str:
     return _sql
 
 
+def insert_statement(entry: SpendEntry) -> tuple[str, list[Any]]:
+    """The statement that inserts an unsaved ledger row and adds it to its day total,
+    and its parameters: it returns the row's id, or no row when its request id is in
+    the ledger already (for a connection of one's own: omniroute_admin.loop_lane)."""
+    params = [getattr(entry, name) for name in ENTRY_FIELDS]
+    params += [core.utc_day(entry.occurred_at), entry.rung, entry.cost_usd, entry.list_price_usd]
+    return _statement(), params
+
+
 def insert_entry(entry: SpendEntry) -> bool:
     """Insert an unsaved ledger row and add it to its day total, in one statement;
     False (and nothing written) when its request id is in the ledger already. Sets the
     entry's primary key. PostgreSQL only (SQLite has no data-modifying CTE)."""
     assert connection.vendor == "postgresql"
-    params = [getattr(entry, name) for name in ENTRY_FIELDS]
-    params += [core.utc_day(entry.occurred_at), entry.rung, entry.cost_usd, entry.list_price_usd]
+    statement, params = insert_statement(entry)
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_statement(), params)
+        cursor.execute(statement, params)
         row = cursor.fetchone()
     if row is None:
         return False
@@ -91,11 +99,9 @@ def insert_entry(entry: SpendEntry) -> bool:
 _window_sql: str | None = None
 
 
-def window_sum(rung: str, first: date, end: date) -> Decimal:
-    """A rung's spend over the days [first, end), from the day totals, as one prepared
-    statement (PostgreSQL only: its sum of numerics is exact)."""
+def window_sum_statement() -> str:
+    """The statement of `window_sum` (parameters: rung, first day, end day)."""
     global _window_sql
-    assert connection.vendor == "postgresql"
     if _window_sql is None:
         totals = connection.ops.quote_name(SpendDayTotal._meta.db_table)
         day, spent = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "spent_usd")
@@ -103,7 +109,14 @@ def window_sum(rung: str, first: date, end: date) -> Decimal:
             f"SELECT COALESCE(SUM({spent}), 0) FROM {totals} "
             f"WHERE {_column(SpendDayTotal, 'rung')} = %s AND {day} >= %s AND {day} < %s"
         )
+    return _window_sql
+
+
+def window_sum(rung: str, first: date, end: date) -> Decimal:
+    """A rung's spend over the days [first, end), from the day totals, as one prepared
+    statement (PostgreSQL only: its sum of numerics is exact)."""
+    assert connection.vendor == "postgresql"
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_window_sql, [rung, first, end])
+        cursor.execute(window_sum_statement(), [rung, first, end])
         (total,) = cursor.fetchone()
     return Decimal(total)
