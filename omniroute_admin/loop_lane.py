@@ -51,7 +51,7 @@ from ladder.core import AutoId
 from ladder.models import ApiToken
 from ladder.pool_answers import answer_decision, body_key, parse_pool_id
 from ladder.schemas import SpendIn, SpendOut
-from ladder.services.spend_write import insert_statement, window_sum_statement
+from ladder.services.spend_write import guarded_insert_statement
 from ladder.spend_answers import spend_input_of
 from ladder.tokens import KnownToken, forget_known_tokens, known_token
 from omniroute_admin.change_feed import psycopg_params
@@ -206,6 +206,7 @@ class CounterReader:
         self.loop = loop
         self.deadline = deadline
         self.reads = 0  # queries sent so far
+        self.last: Current | None = None  # what the latest read answered
         self.connections = LoopConnections(loop)
         self._next: asyncio.Future[Counters3] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -226,6 +227,7 @@ class CounterReader:
             except ReadFailed as error:
                 _fail(future, error)
             else:
+                self.last = Current(*value)
                 if not future.done():
                     future.set_result(value)
 
@@ -318,13 +320,17 @@ async def answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
 
 async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
     """The fast lane's answer to a good spend report (`POST /api/v1/spend`), recorded on
-    the loop: the same statements as services.record_spend on PostgreSQL (the ledger
-    row and its day total in one; the window's sum on a budgeted rung), on this loop's
-    connections; a crossing of a budget is then recorded on a thread, as record_spend
-    records it. None when the fast lane (and Django) must answer instead, having written
-    nothing: not a report the fast lane takes, a body the schema or the service refuses,
-    a request id seen before (answered as stored there), a snapshot or a connection's
-    billing this process has not cached for the current counters."""
+    the loop in ONE statement on a loop connection: the ledger row, its day total and
+    the rung's window spend after it, written only while the change counters are still
+    the ones the entry was priced and its token checked under (spend_write.
+    guarded_insert_statement). Those are the counters this loop read last, checked by
+    the statement itself after the request arrived; should they have moved, nothing is
+    written and the report is priced again under a read that starts now. A crossing of
+    a budget is then recorded on a thread, as services.record_spend records it. None
+    when the fast lane (and Django) must answer instead, having written nothing: not a
+    report the fast lane takes, a body the schema or the service refuses, a request id
+    seen before (answered as stored there), a snapshot or a connection's billing this
+    process has not cached for the current counters."""
     started = time.perf_counter()
     if not is_spend_request(environ):
         return None
@@ -336,46 +342,70 @@ async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | N
         payload = SpendIn.model_validate(json.loads(environ["wsgi.input"].getvalue()))
     except (ValueError, PydanticValidationError):
         return None
-    current = await _current(environ, headers, token, started)
-    if not isinstance(current, Current):
-        return current
-    config, state, _ = current
+    data = spend_input_of(payload)
+    the_reader = reader()
+    # First under the counters this loop read last (the statement checks they still
+    # hold), then, should they have moved, under a read that starts now.
+    last = the_reader.last
+    for attempt in (last, None) if last is not None else (None,):
+        if attempt is None:
+            current = await _current(environ, headers, token, started)
+            if not isinstance(current, Current):
+                return current
+        elif not token.is_current(attempt.tokens, timezone.now()):
+            continue
+        else:
+            current = attempt
+        reply = await _record(environ, headers, data, current, started)
+        if reply is not _MOVED:
+            return reply
+    return None
+
+
+# What `_record` returns when the counters it was given had moved: it wrote nothing.
+_MOVED: Any = object()
+
+
+async def _record(
+    environ: dict[str, Any],
+    headers: Headers,
+    data: services.SpendInput,
+    current: Current,
+    started: float,
+) -> Reply | None:
+    """A prepared report written in one guarded statement (spend_write.
+    guarded_insert_statement) on a loop connection; _MOVED when `current` no longer held
+    (nothing written), None when the endpoint must answer (nothing written)."""
     now = timezone.now()
     try:
         prepared = services.prepare_cached_spend(
-            spend_input_of(payload), now=now, counters=(config, state)
+            data, now=now, counters=(current.config, current.state)
         )
     except DjangoValidationError:
         return None
     if prepared is None:
         return None
     entry = prepared.entry
-    statement, params = insert_statement(entry)
-    budgeted = next(iter(prepared.budgeted.items()), None)  # one entry: one rung at most
+    statement, params = guarded_insert_statement(entry, current, prepared.window)
     connections_ = reader().connections
 
-    async def write(connection: Any) -> tuple[Any, Any]:
+    async def write(connection: Any) -> Any:
         cursor = await connection.execute(statement, params, prepare=connections_.prepare)
-        row = await cursor.fetchone()
-        total = None
-        if row is not None and budgeted is not None:
-            first, end = prepared.window
-            cursor = await connection.execute(
-                window_sum_statement(), [budgeted[0], first, end], prepare=connections_.prepare
-            )
-            (total,) = await cursor.fetchone()
-        return row, total
+        return await cursor.fetchone()
 
     try:
-        row, total = await connections_.run(write, _left(started))
+        entry_id, held, window_spend = await connections_.run(write, _left(started))
     except ReadFailed as failed:
         return _unavailable(environ, headers, failed)
-    if row is None:
-        return None
-    entry.pk = row[0]
+    if not held:
+        return _MOVED
+    if entry_id is None:
+        return None  # seen before: the endpoint answers it as stored
+    entry.pk = entry_id
     entry._state.adding = False
     entry._state.db = DEFAULT_DB_ALIAS
-    if budgeted is not None and core.reaches_budget(budgeted[1], Decimal(total)):
+    budget = prepared.budgeted.get(entry.rung)
+    if budget is not None and core.reaches_budget(budget, Decimal(window_spend)):
         await asyncio.to_thread(with_connections, services.settle_crossing, prepared, now)
     body = json.dumps(SpendOut.from_orm(entry).model_dump(), cls=NinjaJSONEncoder).encode()
     return _encoded((SPEND_STATUS[201], [*headers, ("Content-Length", str(len(body)))], body))

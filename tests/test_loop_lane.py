@@ -692,3 +692,85 @@ def test_a_report_with_a_revoked_token_is_the_endpoints_401_and_writes_nothing(
     assert answer.status_code == 401
     assert counted.threads == 2
     assert _ledger() == [("r1", "0.15000000")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_after_a_price_change_is_priced_at_the_new_price_and_written_once(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decimal import Decimal
+
+    counted = Counted(monkeypatch)
+
+    def new_price() -> None:
+        billing_services.upsert_price(
+            billing_services.PriceInput(
+                "openai", "gpt-4o-mini", Decimal("0.5"), Decimal("0.6"), None
+            ),
+            actor="t",
+        )
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.post(SPEND, headers=_auth(key), json=_report("r1"))
+        await client.post(SPEND, headers=_auth(key), json=_report("r2"))  # on the loop
+        last = loop_lane.reader().last
+        await asyncio.to_thread(new_price)  # moves the config counter past `last`
+        third = await client.post(SPEND, headers=_auth(key), json=_report("r3"))
+        return last, third
+
+    last, third = _session(steps)
+
+    assert last is not None
+    assert third.status_code == 201
+    assert third.json()["cost_usd"] == 0.5
+    assert _ledger() == [("r1", "0.15000000"), ("r2", "0.15000000"), ("r3", "0.50000000")]
+    assert counted.threads == 2  # the new snapshot was loaded on a thread, once
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_guarded_statement_writes_only_under_its_counters(key: str) -> None:
+    from datetime import date
+    from decimal import Decimal
+
+    from ladder import services
+    from ladder.models import SpendEntry
+    from ladder.services.spend_write import guarded_insert_statement
+
+    def entry(request_id: str) -> SpendEntry:
+        return SpendEntry(
+            request_id=request_id,
+            connection_id="openai-key",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal("0.25"),
+            is_cost_computed=False,
+            billed_usd=Decimal("0.25"),
+            list_price_usd=Decimal("0.25"),
+            rung="cheap",
+            occurred_at=timezone.now(),
+            recorded_at=timezone.now(),
+        )
+
+    values = dict(ChangeCounter.objects.values_list("name", "value"))
+    current = (values["config"], values["state"], values["tokens"])
+    moved = (current[0], current[1], current[2] + 1)
+    window = (date(2000, 1, 1), date(2100, 1, 1))
+
+    def run(request_id: str, counters: tuple[int, int, int]) -> tuple[Any, ...]:
+        sql, params = guarded_insert_statement(entry(request_id), counters, window)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return tuple(cursor.fetchone())
+
+    first = run("g1", current)
+    refused = run("g2", moved)
+    second = run("g3", current)
+    repeat = run("g3", current)
+
+    assert first[1:] == (True, Decimal("0.25000000"))
+    assert isinstance(first[0], int)
+    assert refused == (None, False, None)
+    assert second[1:] == (True, Decimal("0.50000000"))
+    assert repeat == (None, True, None)
+    assert _ledger() == [("g1", "0.25000000"), ("g3", "0.25000000")]
+    assert services.spend_summary().rungs["cheap"].spent_usd == Decimal("0.50000000")

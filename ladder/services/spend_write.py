@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field
 
+from billing.models import ChangeCounter
 from ladder import core
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.prepared import prepared_cursor
@@ -120,3 +121,60 @@ def window_sum(rung: str, first: date, end: date) -> Decimal:
         cursor.execute(window_sum_statement(), [rung, first, end])
         (total,) = cursor.fetchone()
     return Decimal(total)
+
+
+_guarded_sql: str | None = None
+
+
+def guarded_insert_statement(
+    entry: SpendEntry, counters: tuple[int, int, int], window: tuple[date, date]
+) -> tuple[str, list[Any]]:
+    """`insert_statement` that writes only while the change counters (config, state,
+    tokens) are still `counters`, the ones its entry was priced and its token checked
+    under, and that also returns the rung's spend over the window's days [first, end)
+    after it. Its one row: (the new row's id or None, whether the counters held, that
+    spend or None). For a caller that prepared the entry from counters it read before
+    (omniroute_admin.loop_lane): the check happens in the statement, after its request
+    arrived, so a moved counter writes nothing and the caller starts again.
+
+    The window's spend is the entry's day total as this statement left it (exact: the
+    upsert waits for concurrent writers of that row) plus the window's other days as of
+    the statement's start, so a concurrent report on another day of the window can be
+    missed by both writers; the next report on the rung sees both, so a budget is still
+    overshot by at most the requests in flight."""
+    global _guarded_sql
+    if _guarded_sql is None:
+        quote = connection.ops.quote_name
+        ledger = quote(SpendEntry._meta.db_table)
+        totals = quote(SpendDayTotal._meta.db_table)
+        counters_table = quote(ChangeCounter._meta.db_table)
+        value, name = quote("value"), quote("name")
+        one = f"(SELECT {value} FROM {counters_table} WHERE {name} = %s) = %s"
+        columns = ", ".join(_column(SpendEntry, n) for n in ENTRY_FIELDS)
+        values = ", ".join(["%s"] * len(ENTRY_FIELDS))
+        day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
+        spent = _column(SpendDayTotal, "spent_usd")
+        listed = _column(SpendDayTotal, "list_price_usd")
+        _guarded_sql = (
+            f"WITH guard AS (SELECT 1 AS held WHERE {one} AND {one} AND {one}), "
+            f"inserted AS (INSERT INTO {ledger} ({columns}) SELECT {values} FROM guard "
+            f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
+            f"RETURNING {_column(SpendEntry, 'id')}), "
+            f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
+            "SELECT %s, %s, %s, %s FROM inserted "
+            f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
+            f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
+            f"{listed} = {totals}.{listed} + EXCLUDED.{listed} "
+            f"RETURNING {spent}) "
+            "SELECT (SELECT id FROM inserted), EXISTS (SELECT 1 FROM guard), "
+            f"(SELECT {spent} FROM totalled) + (SELECT COALESCE(SUM({spent}), 0) "
+            f"FROM {totals} WHERE {rung} = %s AND {day} >= %s AND {day} < %s AND {day} <> %s)"
+        )
+    config, state, tokens = counters
+    guard = [ChangeCounter.CONFIG, config, ChangeCounter.STATE, state]
+    guard += [ChangeCounter.TOKENS, tokens]
+    entry_day = core.utc_day(entry.occurred_at)
+    params = [*guard, *(getattr(entry, n) for n in ENTRY_FIELDS)]
+    params += [entry_day, entry.rung, entry.cost_usd, entry.list_price_usd]
+    params += [entry.rung, window[0], window[1], entry_day]
+    return _guarded_sql, params
