@@ -74,6 +74,8 @@ logger = logging.getLogger(__name__)
 # read, and the spend reports in flight (their statements are a fraction of a
 # millisecond; a report that finds none free within its deadline answers 503).
 MAX_OPEN = 4
+# A counter read in flight for this long lets the next one start on another connection.
+HEDGE_SECONDS = 0.05
 # Connections abandoned to a database that stopped answering, at most, per process: past
 # it a request answers the deadline's 503 at once (the fast lane's threads likewise).
 MAX_STUCK = 4
@@ -200,36 +202,63 @@ class CounterReader:
     """The change counters (config, state, tokens), read on this loop's connections.
     `read()` is a future of a read that starts after the call: a request that arrives
     while one is in flight waits for the next, which then serves every request that
-    arrived meanwhile."""
+    arrived meanwhile. The next starts when the one in flight ends, or once that one has
+    been running for `hedge` seconds (a slow connection holds up no one behind it)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         self.loop = loop
         self.deadline = deadline
+        self.hedge = HEDGE_SECONDS
         self.reads = 0  # queries sent so far
-        self.last: Current | None = None  # what the latest read answered
+        self.last: Current | None = None  # what the latest read to start answered
         self.connections = LoopConnections(loop)
         self._next: asyncio.Future[Counters3] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._in_flight = 0
+        self._latest_start = 0.0
+        self._last_start = -1.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._sql = _counters_sql()
 
     def read(self) -> asyncio.Future[Counters3]:
-        if self._next is None:
-            self._next = self.loop.create_future()
-            if self._task is None or self._task.done():
-                self._task = self.loop.create_task(self._run())
-        return self._next
+        future = self._next
+        if future is None:
+            future = self._next = self.loop.create_future()
+            self._start_next()
+        return future
 
-    async def _run(self) -> None:
-        while self._next is not None:
-            future, self._next = self._next, None
-            try:
-                value = await self._query()
-            except ReadFailed as error:
-                _fail(future, error)
-            else:
-                self.last = Current(*value)
-                if not future.done():
-                    future.set_result(value)
+    def _start_next(self) -> None:
+        if self._next is None:
+            return
+        now = self.loop.time()
+        if self._in_flight and now - self._latest_start < self.hedge:
+            if self._timer is None:
+                self._timer = self.loop.call_at(self._latest_start + self.hedge, self._on_timer)
+            return
+        future, self._next = self._next, None
+        self._in_flight += 1
+        self._latest_start = now
+        task = self.loop.create_task(self._serve(future, now))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._start_next()
+
+    async def _serve(self, future: asyncio.Future[Counters3], started: float) -> None:
+        try:
+            value = await self._query()
+        except ReadFailed as error:
+            _fail(future, error)
+        else:
+            if started > self._last_start:
+                self._last_start, self.last = started, Current(*value)
+            if not future.done():
+                future.set_result(value)
+        finally:
+            self._in_flight -= 1
+            self._start_next()
 
     async def _query(self) -> Counters3:
         return await self.connections.run(self._read_on, self.deadline or None)

@@ -90,10 +90,14 @@ def test_requests_during_a_read_share_the_next_read_which_starts_after_them() ->
 
 def test_a_failed_read_fails_every_request_waiting_for_it() -> None:
     async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
-        query.error = ReadFailed(UNAVAILABLE_DETAIL, "OSError")
-        futures = [reader.read(), reader.read()]
+        first = reader.read()
         await _started(query, 0)
+        futures = [reader.read(), reader.read()]  # both wait for the next read
+        query.error = ReadFailed(UNAVAILABLE_DETAIL, "OSError")
         query.releases[0].set()
+        await _started(query, 1)
+        query.releases[1].set()
+        futures.append(first)
         details = []
         for future in futures:
             with pytest.raises(ReadFailed) as failed:
@@ -101,7 +105,7 @@ def test_a_failed_read_fails_every_request_waiting_for_it() -> None:
             details.append((failed.value.detail, str(failed.value)))
         return details
 
-    assert _reader_run(scenario) == [(UNAVAILABLE_DETAIL, "OSError")] * 2
+    assert _reader_run(scenario) == [(UNAVAILABLE_DETAIL, "OSError")] * 3
 
 
 # --- the loop's connections ---------------------------------------------------------------
@@ -774,3 +778,25 @@ def test_the_guarded_statement_writes_only_under_its_counters(key: str) -> None:
     assert repeat == (None, True, None)
     assert _ledger() == [("g1", "0.25000000"), ("g3", "0.25000000")]
     assert services.spend_summary().rungs["cheap"].spent_usd == Decimal("0.50000000")
+
+
+def test_a_read_in_flight_past_the_hedge_lets_the_next_start_on_another_connection() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        reader.hedge = 0.01
+        slow = reader.read()
+        await _started(query, 0)
+        query.value = (1, 2, 1)
+        behind = reader.read()
+        await _started(query, 1)  # started while the first is still in flight
+        query.releases[1].set()
+        answered = await behind
+        in_flight = not slow.done()
+        query.releases[0].set()
+        return answered, in_flight, await slow, reader.last
+
+    answered, in_flight, slow, last = _reader_run(scenario)
+
+    assert answered == (1, 2, 1)
+    assert in_flight
+    assert slow == (1, 1, 1)
+    assert last == (1, 2, 1)  # the latest read to start, not the latest to end
