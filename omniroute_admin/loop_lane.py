@@ -70,10 +70,12 @@ from omniroute_admin.fast_lane import (
 
 logger = logging.getLogger(__name__)
 
-# Connections of one event loop (one per server process) open at once: the counter
-# read, and the spend reports in flight (their statements are a fraction of a
-# millisecond; a report that finds none free within its deadline answers 503).
+# Connections of one event loop (one per server process) open at once for the spend
+# reports in flight (their statement is a fraction of a millisecond; a report that finds
+# none free within its deadline answers 503), and for the counter reads (one at a time,
+# a second when the first is slow: HEDGE_SECONDS).
 MAX_OPEN = 4
+MAX_READERS = 2
 # A counter read in flight for this long lets the next one start on another connection.
 HEDGE_SECONDS = 0.05
 # Connections abandoned to a database that stopped answering, at most, per process: past
@@ -102,8 +104,8 @@ class ReadFailed(Exception):
 
 
 class LoopConnections:
-    """This event loop's asynchronous PostgreSQL connections (autocommit): at most
-    MAX_OPEN open, each running one statement at a time. `run(work, timeout)` runs
+    """Asynchronous PostgreSQL connections of one event loop (autocommit): at most
+    `max_open` open, each running one statement at a time. `run(work, timeout)` runs
     `work(connection)` on an idle one; past `timeout` the connection is abandoned to its
     work, as a stuck deadline thread is, and ReadFailed(DETAIL) raised; with MAX_STUCK
     abandoned at once, or no connection free in time, ReadFailed(DETAIL) at once."""
@@ -112,14 +114,17 @@ class LoopConnections:
         self,
         loop: asyncio.AbstractEventLoop,
         connect: Callable[[], Awaitable[Any]] | None = None,
+        max_open: int = MAX_OPEN,
     ) -> None:
         self.loop = loop
         self.connect = connect or _connect
+        self.max_open = max_open
         self.opened = 0  # connections opened so far
         self._idle: list[Any] = []
         self._open = 0
         self._freed = asyncio.Condition()
         self._stuck: set[asyncio.Task[Any]] = set()
+        self._closing: set[asyncio.Task[None]] = set()
         self.prepare = psycopg_params().get("prepare_threshold", 0) is not None
 
     async def run(self, work: Callable[[Any], Awaitable[T]], timeout: float | None) -> T:
@@ -129,7 +134,7 @@ class LoopConnections:
         async with self._freed:
             try:
                 await asyncio.wait_for(
-                    self._freed.wait_for(lambda: bool(self._idle) or self._open < MAX_OPEN),
+                    self._freed.wait_for(lambda: bool(self._idle) or self._open < self.max_open),
                     timeout,
                 )
             except TimeoutError:
@@ -181,7 +186,9 @@ class LoopConnections:
             return
         if task.exception() is None:  # the database answered at last: close it
             _, connection = task.result()
-            self.loop.create_task(self._close_abandoned(connection))
+            closing = self.loop.create_task(self._close_abandoned(connection))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def _close_abandoned(self, connection: Any) -> None:
         await self._release(None)
@@ -190,6 +197,7 @@ class LoopConnections:
 
     async def aclose(self) -> None:
         """Close the idle connections (a test's loop, before it ends)."""
+        await asyncio.gather(*self._closing)
         async with self._freed:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
@@ -211,7 +219,10 @@ class CounterReader:
         self.hedge = HEDGE_SECONDS
         self.reads = 0  # queries sent so far
         self.last: Current | None = None  # what the latest read to start answered
-        self.connections = LoopConnections(loop)
+        # Its own connections: a read never waits behind the spend reports' writes.
+        self.connections = LoopConnections(loop, max_open=MAX_READERS)
+        # The spend reports'.
+        self.writers = LoopConnections(loop)
         self._next: asyncio.Future[Counters3] | None = None
         self._in_flight = 0
         self._latest_start = 0.0
@@ -261,7 +272,11 @@ class CounterReader:
             self._start_next()
 
     async def _query(self) -> Counters3:
-        return await self.connections.run(self._read_on, self.deadline or None)
+        # A request waits for a read that starts within `hedge` of its arrival (or, with
+        # both reader connections busy, waits for one inside this same timeout), so it
+        # is answered within the deadline.
+        timeout = max(self.deadline - self.hedge, 0.0) if self.deadline > 0 else None
+        return await self.connections.run(self._read_on, timeout)
 
     async def _read_on(self, connection: Any) -> Counters3:
         self.reads += 1
@@ -278,6 +293,7 @@ class CounterReader:
     async def aclose(self) -> None:
         """Close the connections (a test's loop, before it ends)."""
         await self.connections.aclose()
+        await self.writers.aclose()
 
 
 async def _connect() -> Any:
@@ -416,7 +432,7 @@ async def _record(
         return None
     entry = prepared.entry
     statement, params = guarded_insert_statement(entry, current, prepared.window)
-    connections_ = reader().connections
+    connections_ = reader().writers
 
     async def write(connection: Any) -> Any:
         cursor = await connection.execute(statement, params, prepare=connections_.prepare)
@@ -447,12 +463,10 @@ async def _current(
     row; a 503 reply when the database failed or did not answer in time; None when the
     token must go through `authenticate` (every known token forgotten when the tokens
     counter moved)."""
-    left = _left(started)
     try:
-        try:
-            current = await asyncio.wait_for(asyncio.shield(reader().read()), left)
-        except TimeoutError:
-            raise ReadFailed(DETAIL, "the database did not answer") from None
+        # No timer of its own: the read it waits for starts within HEDGE_SECONDS of its
+        # arrival and fails by the deadline less HEDGE_SECONDS (CounterReader._query).
+        current = await reader().read()
     except ReadFailed as failed:
         return _unavailable(environ, headers, failed)
     if not token.is_current(current[2], timezone.now()):

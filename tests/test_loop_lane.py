@@ -501,21 +501,25 @@ def test_a_database_that_does_not_answer_gets_the_deadline_503_from_the_loop(
     async def steps(client: httpx.AsyncClient) -> Any:
         await client.get(POOL, headers=_auth(plan))
         reader = loop_lane.reader()
-        reader.deadline = settings.API_REQUEST_DEADLINE_SECONDS = 0.05
+        reader.deadline = settings.API_REQUEST_DEADLINE_SECONDS = 0.1
         hung = asyncio.Event()
 
-        async def hanging() -> tuple[int, int, int]:
-            await hung.wait()
+        async def hanging(connection: Any) -> tuple[int, int, int]:
+            await hung.wait()  # a database that stopped answering mid-query
             return (0, 0, 0)
 
-        monkeypatch.setattr(reader, "_query", hanging)
+        monkeypatch.setattr(reader, "_read_on", hanging)
         answer = await client.get(POOL, headers=_auth(plan))
+        stuck = len(reader.connections._stuck)
         hung.set()
-        return answer
+        while reader.connections._stuck:
+            await asyncio.sleep(0)
+        return answer, stuck
 
-    answer = _session(steps)
+    answer, stuck = _session(steps)
 
     assert answer.status_code == 503
+    assert stuck == 1  # its connection left to the query, a new one next time
     assert answer.json() == {"detail": DETAIL}
     assert answer.headers["retry-after"] == "1"
     assert answer.headers["x-frame-options"] == "DENY"
