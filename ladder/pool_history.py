@@ -17,6 +17,7 @@ from pydantic import StringConstraints
 from ladder import pool_answers, services
 from ladder.core import AutoId
 from ladder.models import PoolTransition
+from ladder.schemas import UtcDatetime
 from ladder.services import timeline
 from omniroute_admin.auth import gateway_auth
 from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
@@ -61,8 +62,9 @@ class TransitionOut(Schema):
 class HistoryFilters(Schema):
     """The query of the history: a time range and one page."""
 
-    since: datetime | None = Field(default=None, description="Transitions at or after this.")
-    until: datetime | None = Field(default=None, description="Transitions before this.")
+    # UTC as every time of the API (an offset PostgreSQL refuses is a 422, not a 500).
+    since: UtcDatetime | None = Field(default=None, description="Transitions at or after this.")
+    until: UtcDatetime | None = Field(default=None, description="Transitions before this.")
     limit: int = Field(
         default=HISTORY_DEFAULT_LIMIT,
         ge=1,

@@ -152,3 +152,39 @@ def test_the_pool_endpoint_is_still_the_pools(gateway: str) -> None:
 
     assert response.status_code == 200
     assert response.json()["auto_id"] == "auto/thrifty"
+
+
+def test_an_offset_postgresql_refuses_is_taken_as_its_utc_instant(gateway: str) -> None:
+    _transitions("auto/thrifty", 2)
+    query = "since=2308-04-30T01%3A28%3A48%2B22%3A57"  # PostgreSQL allows 15:59 at most
+
+    response = api("get", f"/api/v1/pools/auto/thrifty/history?{query}", gateway)
+
+    assert (response.status_code, response.json()) == (200, [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=0001-01-01T00%3A00%3A00%2B05%3A00",  # before year 1 once in UTC
+        "since=2026-11-29T12%3A00%3A00",  # no offset
+        "until=1796114593",  # a Unix time is not a time here
+    ],
+)
+def test_a_time_the_database_cannot_take_is_a_422_not_a_500(gateway: str, query: str) -> None:
+    _transitions("auto/thrifty", 2)
+
+    response = api("get", f"/api/v1/pools/auto/thrifty/history?{query}", gateway)
+
+    assert response.status_code == 422, response.content
+
+
+def test_a_time_with_any_offset_is_compared_in_utc(gateway: str) -> None:
+    _transitions("auto/thrifty", 4)  # at NOW, NOW, NOW + 1 s, NOW + 1 s
+    at = (NOW + timedelta(seconds=1)).astimezone().isoformat()  # the same instant, local
+
+    response = api(
+        "get", "/api/v1/pools/auto/thrifty/history?since=" + at.replace("+", "%2B"), gateway
+    )
+
+    assert [row["connection_id"] for row in response.json()] == ["c-3", "c-2"]
