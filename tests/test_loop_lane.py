@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import date, timedelta
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -17,8 +18,9 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.models import ChangeCounter
-from ladder import tokens
-from ladder.models import ApiToken
+from ladder import services, tokens
+from ladder.models import ApiToken, BudgetCrossing, LadderSettings, SpendDayTotal, SpendEntry
+from ladder.services.spend_write import guarded_insert_statement
 from omniroute_admin import loop_lane
 from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
 from omniroute_admin.loop_lane import (
@@ -29,6 +31,7 @@ from omniroute_admin.loop_lane import (
     ReadFailed,
 )
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
+from tests.test_fast_lane_spend import report
 
 POOL = "/api/v1/pools/auto/subscription"
 
@@ -253,6 +256,7 @@ async def _started(query: ScriptedQuery, index: int) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("seeded")
 def test_a_token_authenticated_outside_a_transaction_is_known_with_the_tokens_counter() -> None:
     secret = make_token("gw", ApiToken.Scope.GATEWAY)
     (tokens_version,) = ChangeCounter.objects.filter(name=ChangeCounter.TOKENS).values_list(
@@ -305,14 +309,12 @@ def on_postgresql() -> None:
 
 
 @pytest.fixture
-def plan(on_postgresql: None, settings: Any) -> str:
-    """One plan login with a fresh reading, pinned by one candidate; a gateway token. (A
-    transactional test empties every table after it: the curated catalog and the
-    counters the migrations seed are put back first.)"""
+def seeded() -> None:
+    """What the migrations seed (the curated catalog, the change counters): a
+    transactional test empties every table after it."""
     import importlib
 
     from django.apps import apps
-    from django.db import connections
 
     def migration(name: str) -> Any:
         return importlib.import_module(f"billing.migrations.{name}")
@@ -320,6 +322,13 @@ def plan(on_postgresql: None, settings: Any) -> str:
     migration("0002_seed_curated_catalog").seed(apps, None)
     migration("0004_seed_change_counters").create_counters(apps, None)
     migration("0009_seed_tokens_counter").create_counter(apps, None)
+
+
+@pytest.fixture
+def plan(on_postgresql: None, seeded: None, settings: Any) -> str:
+    """One plan login with a fresh reading, pinned by one candidate; a gateway token."""
+    from django.db import connections
+
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
     connections.settings["default"]["CONN_MAX_AGE"] = 0
     make_connection("claude-max-1")
@@ -555,7 +564,6 @@ SPEND = "/api/v1/spend"
 @pytest.fixture
 def key(plan: str) -> str:
     """A metered key on the cheap rung, with its price; the plan fixture's token."""
-    from decimal import Decimal
 
     make_connection("openai-key", provider="openai", auth_type="apikey")
     billing_services.upsert_price(
@@ -566,21 +574,10 @@ def key(plan: str) -> str:
 
 
 def _report(request_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "request_id": request_id,
-        "connection_id": "openai-key",
-        "provider": "openai",
-        "model": "gpt-4o-mini",
-        "cost_usd": None,
-        "input_tokens": 1_000_000,
-        "output_tokens": 0,
-        "occurred_at": timezone.now().isoformat(),
-        **fields,
-    }
+    return report(request_id, **{"occurred_at": timezone.now().isoformat(), **fields})
 
 
 def _ledger() -> list[tuple[str, str]]:
-    from ladder.models import SpendEntry
 
     return [
         (request_id, str(cost))
@@ -594,7 +591,6 @@ def _ledger() -> list[tuple[str, str]]:
 def test_a_good_report_is_recorded_on_the_loop_with_the_lanes_headers_and_body(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ladder.models import SpendDayTotal
 
     counted = Counted(monkeypatch)
     at = timezone.now().isoformat()
@@ -648,10 +644,6 @@ def test_a_report_the_schema_or_the_service_refuses_is_the_endpoints_422_and_wri
 def test_a_report_that_takes_a_rung_to_its_budget_moves_the_version_once(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from decimal import Decimal
-
-    from ladder import services
-    from ladder.models import BudgetCrossing, LadderSettings
 
     counted = Counted(monkeypatch)
     services.get_settings_row()
@@ -706,7 +698,6 @@ def test_a_report_with_a_revoked_token_is_the_endpoints_401_and_writes_nothing(
 def test_a_report_after_a_price_change_is_priced_at_the_new_price_and_written_once(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from decimal import Decimal
 
     counted = Counted(monkeypatch)
 
@@ -737,12 +728,6 @@ def test_a_report_after_a_price_change_is_priced_at_the_new_price_and_written_on
 
 @pytest.mark.django_db(transaction=True)
 def test_the_guarded_statement_writes_only_under_its_counters(key: str) -> None:
-    from datetime import date
-    from decimal import Decimal
-
-    from ladder import services
-    from ladder.models import SpendEntry
-    from ladder.services.spend_write import guarded_insert_statement
 
     def entry(request_id: str) -> SpendEntry:
         return SpendEntry(

@@ -46,28 +46,36 @@ def _column(model: Any, name: str) -> str:
     return connection.ops.quote_name(str(field.column))
 
 
+def _write_ctes(source: str) -> str:
+    """The `inserted` CTE (the ledger row from `source`, nothing on a known request id)
+    and the `totalled` one (its day total's upsert, returning the day's new total)."""
+    quote = connection.ops.quote_name
+    ledger = quote(SpendEntry._meta.db_table)
+    totals = quote(SpendDayTotal._meta.db_table)
+    columns = ", ".join(_column(SpendEntry, name) for name in ENTRY_FIELDS)
+    day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
+    spent = _column(SpendDayTotal, "spent_usd")
+    listed = _column(SpendDayTotal, "list_price_usd")
+    return (
+        f"inserted AS (INSERT INTO {ledger} ({columns}) {source} "
+        f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
+        f"RETURNING {_column(SpendEntry, 'id')}), "
+        f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
+        "SELECT %s, %s, %s, %s FROM inserted "
+        f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
+        f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
+        f"{listed} = {totals}.{listed} + EXCLUDED.{listed} "
+        f"RETURNING {spent})"
+    )
+
+
+_VALUES = ", ".join(["%s"] * len(ENTRY_FIELDS))
+
+
 def _statement() -> str:
     global _sql
     if _sql is None:
-        quote = connection.ops.quote_name
-        ledger = quote(SpendEntry._meta.db_table)
-        totals = quote(SpendDayTotal._meta.db_table)
-        columns = ", ".join(_column(SpendEntry, name) for name in ENTRY_FIELDS)
-        values = ", ".join(["%s"] * len(ENTRY_FIELDS))
-        day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
-        spent = _column(SpendDayTotal, "spent_usd")
-        listed = _column(SpendDayTotal, "list_price_usd")
-        _sql = (
-            f"WITH inserted AS (INSERT INTO {ledger} ({columns}) VALUES ({values}) "
-            f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
-            f"RETURNING {_column(SpendEntry, 'id')}), "
-            f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
-            "SELECT %s, %s, %s, %s FROM inserted "
-            f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
-            f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
-            f"{listed} = {totals}.{listed} + EXCLUDED.{listed}) "
-            "SELECT id FROM inserted"
-        )
+        _sql = f"WITH {_write_ctes(f'VALUES ({_VALUES})')} SELECT id FROM inserted"
     return _sql
 
 
@@ -145,27 +153,15 @@ def guarded_insert_statement(
     global _guarded_sql
     if _guarded_sql is None:
         quote = connection.ops.quote_name
-        ledger = quote(SpendEntry._meta.db_table)
         totals = quote(SpendDayTotal._meta.db_table)
         counters_table = quote(ChangeCounter._meta.db_table)
         value, name = quote("value"), quote("name")
         one = f"(SELECT {value} FROM {counters_table} WHERE {name} = %s) = %s"
-        columns = ", ".join(_column(SpendEntry, n) for n in ENTRY_FIELDS)
-        values = ", ".join(["%s"] * len(ENTRY_FIELDS))
         day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
         spent = _column(SpendDayTotal, "spent_usd")
-        listed = _column(SpendDayTotal, "list_price_usd")
         _guarded_sql = (
             f"WITH guard AS (SELECT 1 AS held WHERE {one} AND {one} AND {one}), "
-            f"inserted AS (INSERT INTO {ledger} ({columns}) SELECT {values} FROM guard "
-            f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
-            f"RETURNING {_column(SpendEntry, 'id')}), "
-            f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
-            "SELECT %s, %s, %s, %s FROM inserted "
-            f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
-            f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
-            f"{listed} = {totals}.{listed} + EXCLUDED.{listed} "
-            f"RETURNING {spent}) "
+            f"{_write_ctes(f'SELECT {_VALUES} FROM guard')} "
             "SELECT (SELECT id FROM inserted), EXISTS (SELECT 1 FROM guard), "
             f"(SELECT {spent} FROM totalled) + (SELECT COALESCE(SUM({spent}), 0) "
             f"FROM {totals} WHERE {rung} = %s AND {day} >= %s AND {day} < %s AND {day} <> %s)"

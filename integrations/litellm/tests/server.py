@@ -139,13 +139,15 @@ class OmniRouteServer:
                 self.python,
                 "-m",
                 "gunicorn",
-                "omniroute_admin.wsgi:application",
+                # The production server (docs/OPERATIONS.md): on PostgreSQL it answers
+                # cached pools and spend reports on its event loop.
+                "omniroute_admin.asgi:application",
+                "--worker-class",
+                "uvicorn_worker.UvicornWorker",
                 "--bind",
                 "127.0.0.1:0",
                 "--workers",
                 "1",
-                "--threads",
-                "8",
                 "--graceful-timeout",
                 "5",
             ],
