@@ -120,6 +120,7 @@ class LoopConnections:
         self.connect = connect or _connect
         self.max_open = max_open
         self.opened = 0  # connections opened so far
+        self.runs = 0  # works run so far (each one statement here)
         self._idle: list[Any] = []
         self._open = 0
         self._freed = asyncio.Condition()
@@ -142,6 +143,7 @@ class LoopConnections:
             connection = self._idle.pop() if self._idle else None
             self._open += 1 if connection is None else 0
         left = None if timeout is None else max(timeout - (self.loop.time() - started), 0.0)
+        self.runs += 1
         task = self.loop.create_task(self._on(connection, work))
         done, _ = await asyncio.wait({task}, timeout=left)
         if not done:

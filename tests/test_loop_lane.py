@@ -616,6 +616,42 @@ def test_a_good_report_is_recorded_on_the_loop_with_the_lanes_headers_and_body(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("prices", [10, 3000])
+def test_a_report_on_the_loop_is_one_statement_whatever_the_price_catalog(
+    key: str, monkeypatch: pytest.MonkeyPatch, prices: int
+) -> None:
+    from billing.models import ModelPrice
+
+    ModelPrice.objects.bulk_create(
+        ModelPrice(
+            provider="filler",
+            model=f"model-{index}",
+            input_usd_per_mtok=Decimal(1),
+            output_usd_per_mtok=Decimal(2),
+        )
+        for index in range(prices)
+    )
+    billing_services.bump(ChangeCounter.CONFIG)
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.post(SPEND, headers=_auth(key), json=_report("r1"))  # learns the shape
+        await client.post(SPEND, headers=_auth(key), json=_report("r2"))  # reads the counters
+        the_reader = loop_lane.reader()
+        reads, statements = the_reader.reads, the_reader.writers.runs
+        for number in range(3, 8):
+            answer = await client.post(SPEND, headers=_auth(key), json=_report(f"r{number}"))
+            assert answer.status_code == 201
+        return the_reader.reads - reads, the_reader.writers.runs - statements
+
+    reads, statements = _session(steps)
+
+    assert (reads, statements) == (0, 5)  # one statement per report, no other query
+    assert counted.threads == 1
+    assert len(_ledger()) == 7
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_report_the_schema_or_the_service_refuses_is_the_endpoints_422_and_writes_nothing(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
