@@ -54,6 +54,8 @@ class BufferedWSGI:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
+            # The loop lane's connections end with a goodbye, not a reset.
+            await loop_lane.close_reader()
             await send({"type": "lifespan.shutdown.complete"})
             return
         if scope["type"] != "http":

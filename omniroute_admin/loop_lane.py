@@ -332,6 +332,13 @@ def reader() -> CounterReader:
     return found
 
 
+async def close_reader() -> None:
+    """Close the running loop's connections, if it has any (the server's shutdown)."""
+    found = _readers.pop(asyncio.get_running_loop(), None)
+    if found is not None:
+        await found.aclose()
+
+
 def applies() -> bool:
     """Whether this process answers on the loop: PostgreSQL (see the module)."""
     return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"

@@ -825,3 +825,35 @@ def test_a_read_in_flight_past_the_hedge_lets_the_next_start_on_another_connecti
     assert in_flight
     assert slow == (1, 1, 1)
     assert last == (1, 2, 1)  # the latest read to start, not the latest to end
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_servers_shutdown_closes_the_loops_connections(
+    plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omniroute_admin.asgi import application
+
+    Counted(monkeypatch)
+
+    async def main() -> Any:
+        transport = httpx.ASGITransport(app=application)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            await c.get(POOL, headers=_auth(plan))
+            await c.get(POOL, headers=_auth(plan))
+        connection = loop_lane.reader().connections._idle[0]
+        messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        sent: list[str] = []
+
+        async def receive() -> Any:
+            return next(messages)
+
+        async def send(message: Any) -> None:
+            sent.append(message["type"])
+
+        await application({"type": "lifespan"}, receive, send)
+        return connection.closed, sent
+
+    closed, sent = asyncio.run(main())
+
+    assert closed
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
