@@ -133,13 +133,11 @@ class LoopConnections:
             raise ReadFailed(DETAIL, "every loop connection is waiting on the database")
         started = self.loop.time()
         async with self._freed:
-            try:
-                await asyncio.wait_for(
-                    self._freed.wait_for(lambda: bool(self._idle) or self._open < self.max_open),
-                    timeout,
-                )
-            except TimeoutError:
-                raise ReadFailed(DETAIL, "no loop connection was free in time") from None
+            if not self._free():
+                try:
+                    await asyncio.wait_for(self._freed.wait_for(self._free), timeout)
+                except TimeoutError:
+                    raise ReadFailed(DETAIL, "no loop connection was free in time") from None
             connection = self._idle.pop() if self._idle else None
             self._open += 1 if connection is None else 0
         left = None if timeout is None else max(timeout - (self.loop.time() - started), 0.0)
@@ -158,6 +156,9 @@ class LoopConnections:
         value, connection = task.result()
         await self._release(connection)
         return value
+
+    def _free(self) -> bool:
+        return bool(self._idle) or self._open < self.max_open
 
     async def _on(self, connection: Any, work: Callable[[Any], Awaitable[T]]) -> tuple[T, Any]:
         try:
