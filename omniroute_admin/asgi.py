@@ -89,8 +89,8 @@ class BufferedWSGI:
 
 def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
     """The WSGI environ of a request (a2wsgi's), its body in `wsgi.input`."""
-    environ: Any = build_environ(scope, BytesIO(body))  # type: ignore[arg-type]
-    return dict(environ)
+    environ: dict[str, Any] = build_environ(scope, BytesIO(body))  # type: ignore[arg-type, assignment]
+    return environ
 
 
 async def send_reply(send: Send, reply: tuple[int, list[tuple[bytes, bytes]], bytes]) -> None:

@@ -398,23 +398,18 @@ async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | N
     except (ValueError, PydanticValidationError):
         return None
     data = spend_input_of(payload)
-    the_reader = reader()
     # First under the counters this loop read last (the statement checks they still
     # hold), then, should they have moved, under a read that starts now.
-    last = the_reader.last
-    for attempt in (last, None) if last is not None else (None,):
-        if attempt is None:
-            current = await _current(environ, headers, token, started)
-            if not isinstance(current, Current):
-                return current
-        elif not token.is_current(attempt.tokens, timezone.now()):
-            continue
-        else:
-            current = attempt
-        reply = await _record(environ, headers, data, current, started)
+    last = reader().last
+    if last is not None and token.is_current(last.tokens, timezone.now()):
+        reply = await _record(environ, headers, data, last, started)
         if reply is not _MOVED:
             return reply
-    return None
+    current = await _current(environ, headers, token, started)
+    if not isinstance(current, Current):
+        return current
+    reply = await _record(environ, headers, data, current, started)
+    return None if reply is _MOVED else reply
 
 
 # What `_record` returns when the counters it was given had moved: it wrote nothing.

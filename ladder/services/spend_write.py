@@ -79,13 +79,11 @@ def _statement() -> str:
     return _sql
 
 
-def insert_statement(entry: SpendEntry) -> tuple[str, list[Any]]:
-    """The statement that inserts an unsaved ledger row and adds it to its day total,
-    and its parameters: it returns the row's id, or no row when its request id is in
-    the ledger already (for a connection of one's own: omniroute_admin.loop_lane)."""
+def _row_params(entry: SpendEntry) -> list[Any]:
+    """The parameters of `_write_ctes`: the ledger row's columns, then its day total's."""
     params = [getattr(entry, name) for name in ENTRY_FIELDS]
     params += [core.utc_day(entry.occurred_at), entry.rung, entry.cost_usd, entry.list_price_usd]
-    return _statement(), params
+    return params
 
 
 def insert_entry(entry: SpendEntry) -> bool:
@@ -93,9 +91,8 @@ def insert_entry(entry: SpendEntry) -> bool:
     False (and nothing written) when its request id is in the ledger already. Sets the
     entry's primary key. PostgreSQL only (SQLite has no data-modifying CTE)."""
     assert connection.vendor == "postgresql"
-    statement, params = insert_statement(entry)
     with prepared_cursor(connection) as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(_statement(), _row_params(entry))
         row = cursor.fetchone()
     if row is None:
         return False
@@ -137,7 +134,7 @@ _guarded_sql: str | None = None
 def guarded_insert_statement(
     entry: SpendEntry, counters: tuple[int, int, int], window: tuple[date, date]
 ) -> tuple[str, list[Any]]:
-    """`insert_statement` that writes only while the change counters (config, state,
+    """`insert_entry`'s statement, written only while the change counters (config, state,
     tokens) are still `counters`, the ones its entry was priced and its token checked
     under, and that also returns the rung's spend over the window's days [first, end)
     after it. Its one row: (the new row's id or None, whether the counters held, that
@@ -169,8 +166,6 @@ def guarded_insert_statement(
     config, state, tokens = counters
     guard = [ChangeCounter.CONFIG, config, ChangeCounter.STATE, state]
     guard += [ChangeCounter.TOKENS, tokens]
-    entry_day = core.utc_day(entry.occurred_at)
-    params = [*guard, *(getattr(entry, n) for n in ENTRY_FIELDS)]
-    params += [entry_day, entry.rung, entry.cost_usd, entry.list_price_usd]
-    params += [entry.rung, window[0], window[1], entry_day]
+    params = [*guard, *_row_params(entry)]
+    params += [entry.rung, window[0], window[1], core.utc_day(entry.occurred_at)]
     return _guarded_sql, params
