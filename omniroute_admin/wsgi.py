@@ -15,3 +15,8 @@ from omniroute_admin.fast_lane import PoolFastLane  # noqa: E402
 # Everything but the feed's hold; the ASGI entry point runs this on its thread pool.
 lanes = PoolFastLane(django_application)
 application = ChangeFeedWait(lanes)
+
+# Last: what is loaded now lives as long as the process (omniroute_admin.heap).
+from omniroute_admin.heap import settle  # noqa: E402
+
+settle()
