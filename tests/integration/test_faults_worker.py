@@ -43,7 +43,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 # Longer than a poll can take here (the usage endpoint times out after 2 s in these
 # tests), short enough that a dead worker's lease lapses within the test.
 LEASE_SECONDS = 3
-HELD = "another refresh of this connection is running"
 ANSWERED = "a newer reading already exists"
 
 
@@ -186,22 +185,26 @@ def test_a_pool_process_killed_mid_poll_loses_no_reading_and_takes_none_twice(
     wait_until(lambda: is_gone(child), timeout=5)
     script.release.set()
 
-    # then its task comes back (acks late, rejected on worker loss) and does not poll: the
-    # dead poll's lease still holds, or the beat's next run has polled once it lapsed.
-    # Either way exactly one reading is added.
+    # then its task comes back (acks late, rejected on worker loss) and runs to its end
+    # with at most one poll between it and the beat: the dead poll's lease still holds
+    # (it declines) and the beat's next run polls once the lease lapsed, or, on a slow
+    # machine, it comes back after the lapse and polls itself, and the beat finds the
+    # reading fresh. Either way exactly one reading and one poll are added.
     wait_until(lambda: len(_readings(connection_id)) == 2, timeout=20)
-    wait_until(lambda: _redelivered(worker), timeout=15)
+    redelivered = wait_until(lambda: _redelivered(worker), timeout=15)
+    wait_until(
+        lambda: all(
+            log_count(worker.log, f"refresh_connection_task[{task_id}] succeeded")
+            for task_id in redelivered
+        ),
+        timeout=15,
+    )
     _settle(worker)
     readings = _readings(connection_id)
     assert len(readings) == 2
     assert (readings[1].status, readings[1].remaining_percent) == ("SAFE", 60.0)
     assert upstream.call_count() == 2  # the killed poll and the one that replaced it
     assert log_count(worker.log, f"refresh {connection_id}: polled") == 1
-    assert (
-        log_count(worker.log, f"refresh {connection_id}: {HELD}")
-        + log_count(worker.log, f"refresh {connection_id}: {ANSWERED}")
-        >= 1
-    )
 
 
 def test_a_worker_killed_mid_poll_and_restarted_loses_no_reading_and_takes_none_twice(
