@@ -300,23 +300,54 @@ def measured(
     connections), then for `duration`: the steady state's figures, by name."""
     results: dict[str, dict[str, float]] = {}
     for length in (warmup, duration) if warmup > 0 else (duration,):
+        before = stall_meter()
         started = {
             name: wrk_start(path, duration=length, **options)
             for name, (path, options) in runs.items()
         }
         results = {name: wrk_result(process) for name, process in started.items()}
+        stalls = {key: value - before[key] for key, value in stall_meter().items()}
+        for figures in results.values():
+            figures.update(stalls)
     return results
+
+
+def stall_meter() -> dict[str, float]:
+    """What a p99 can come from outside the server, as counters to subtract: PostgreSQL's
+    checkpoints so far (each ends in fsyncs that the WAL's flushes, so every commit, queue
+    behind on this machine's disk), and the time some task stalled on the disk
+    (`/proc/pressure/io`, "some", in ms; 0 where the kernel has no pressure stall
+    information)."""
+    from django.db import connection
+
+    checkpoints = 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")
+            (checkpoints,) = cursor.fetchone()
+    io_some_ms = 0.0
+    try:
+        for line in Path("/proc/pressure/io").read_text().splitlines():
+            if line.startswith("some"):
+                io_some_ms = int(line.rsplit("total=", 1)[1]) / 1000
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"checkpoints": float(checkpoints), "io_stall_ms": io_some_ms}
 
 
 def row(name: str, result: Mapping[str, float], health: float | None) -> str:
     ratio = f"{result['rps'] / health:>10.2f}" if health else f"{'':>10}"
     return (
         f"{name:<34} {result['rps']:>9.0f} {result['p50_ms']:>8.2f} {result['p99_ms']:>8.2f} "
-        f"{int(result['non_2xx'] + result['errors']):>8} {ratio}"
+        f"{int(result['non_2xx'] + result['errors']):>8} {ratio} "
+        f"{int(result.get('checkpoints', 0)):>5} {result.get('io_stall_ms', 0):>8.0f}"
     )
 
 
-HEADER = f"{'':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10}"
+HEADER = (
+    f"{'':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} "
+    f"{'ckpt':>5} {'io ms':>8}"
+)
 
 
 # --- LiteLLM's price map ----------------------------------------------------------------
