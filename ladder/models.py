@@ -275,25 +275,31 @@ class SpendEntry(models.Model):
 
 
 class SpendDayTotal(models.Model):
-    """The running total of the spend ledger per UTC calendar day and rung, kept in the
-    transaction of each ledger row (ladder.services.spend_totals): a budget window's
-    spend is the sum of at most 31 of these rows per rung, never a scan of the ledger."""
+    """The running total of the spend ledger per UTC calendar day, rung and shard, kept
+    in the transaction of each ledger row (ladder.services.spend_totals): a budget
+    window's spend is the sum of at most 31 days' rows per rung, never a scan of the
+    ledger. A day's total is the sum of its shards: a single report on PostgreSQL adds to
+    the shard of its database session (spend_write.SHARDS), so concurrent writers do not
+    queue on one row's lock behind each other's commit; every other writer uses shard 0."""
 
     day = models.DateField()
     rung = models.CharField(max_length=16)
+    shard = models.PositiveSmallIntegerField(default=0)
     # Wider than an entry's cost (16 digits): a day sums many of them.
     spent_usd = models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
     # The list price of that day's entries on the rung (saved_usd on plan-included rungs).
     list_price_usd = models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
 
     class Meta:
-        ordering = ("day", "rung")
+        ordering = ("day", "rung", "shard")
         constraints = (
-            models.UniqueConstraint(fields=("day", "rung"), name="spend_day_total_day_rung"),
+            models.UniqueConstraint(
+                fields=("day", "rung", "shard"), name="spend_day_total_day_rung_shard"
+            ),
         )
 
     def __str__(self) -> str:
-        return f"{self.day} {self.rung}: {self.spent_usd} USD"
+        return f"{self.day} {self.rung} (shard {self.shard}): {self.spent_usd} USD"
 
 
 class BudgetCrossing(models.Model):

@@ -51,7 +51,7 @@ from ladder.core import AutoId
 from ladder.models import ApiToken
 from ladder.pool_answers import answer_decision, body_key, parse_pool_id
 from ladder.schemas import SpendIn, SpendOut
-from ladder.services.spend_write import guarded_insert_statement
+from ladder.services.spend_write import guarded_insert_statement, window_sum_statement
 from ladder.spend_answers import spend_input_of
 from ladder.tokens import KnownToken, forget_known_tokens, known_token
 from omniroute_admin.change_feed import psycopg_params
@@ -120,7 +120,7 @@ class LoopConnections:
         self.connect = connect or _connect
         self.max_open = max_open
         self.opened = 0  # connections opened so far
-        self.runs = 0  # works run so far (each one statement here)
+        self.runs = 0  # works run so far (one a spend report)
         self._idle: list[Any] = []
         self._open = 0
         self._freed = asyncio.Condition()
@@ -375,13 +375,14 @@ async def answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
 
 async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
     """The fast lane's answer to a good spend report (`POST /api/v1/spend`), recorded on
-    the loop in ONE statement on a loop connection: the ledger row, its day total and
-    the rung's window spend after it, written only while the change counters are still
-    the ones the entry was priced and its token checked under (spend_write.
-    guarded_insert_statement). Those are the counters this loop read last, checked by
-    the statement itself after the request arrived; should they have moved, nothing is
-    written and the report is priced again under a read that starts now. A crossing of
-    a budget is then recorded on a thread, as services.record_spend records it. None
+    the loop in ONE statement on a loop connection: the ledger row and its day total,
+    written only while the change counters are still the ones the entry was priced and
+    its token checked under (spend_write.guarded_insert_statement). Those are the
+    counters this loop read last, checked by the statement itself after the request
+    arrived; should they have moved, nothing is written and the report is priced again
+    under a read that starts now. On a budgeted rung the window's spend is then read on
+    the same connection, after the commit (as services.record_spend reads it), and a
+    crossing of the budget is recorded on a thread, as record_spend records it. None
     when the fast lane (and Django) must answer instead, having written nothing: not a
     report the fast lane takes, a body the schema or the service refuses, a request id
     seen before (answered as stored there), a snapshot or a connection's billing this
@@ -436,12 +437,22 @@ async def _record(
     if prepared is None:
         return None
     entry = prepared.entry
-    statement, params = guarded_insert_statement(entry, current, prepared.window)
+    statement, params = guarded_insert_statement(entry, current)
+    budget = prepared.budgeted.get(entry.rung)
     connections_ = reader().writers
+    prepare = connections_.prepare
 
-    async def write(connection: Any) -> Any:
-        cursor = await connection.execute(statement, params, prepare=connections_.prepare)
-        return await cursor.fetchone()
+    async def write(connection: Any) -> tuple[Any, bool, Decimal | None]:
+        cursor = await connection.execute(statement, params, prepare=prepare)
+        entry_id, held = await cursor.fetchone()
+        if entry_id is None or budget is None:
+            return entry_id, held, None
+        # Committed: this sum includes every report committed before this one, so of
+        # concurrent reports the last to commit sees them all (spend_totals).
+        window = [entry.rung, *prepared.window]
+        cursor = await connection.execute(window_sum_statement(), window, prepare=prepare)
+        (spent,) = await cursor.fetchone()
+        return entry_id, held, Decimal(spent)
 
     try:
         entry_id, held, window_spend = await connections_.run(write, _left(started))
@@ -454,8 +465,11 @@ async def _record(
     entry.pk = entry_id
     entry._state.adding = False
     entry._state.db = DEFAULT_DB_ALIAS
-    budget = prepared.budgeted.get(entry.rung)
-    if budget is not None and core.reaches_budget(budget, Decimal(window_spend)):
+    if (
+        budget is not None
+        and window_spend is not None
+        and core.reaches_budget(budget, window_spend)
+    ):
         await asyncio.to_thread(with_connections, services.settle_crossing, prepared, now)
     body = json.dumps(SpendOut.from_orm(entry).model_dump(), cls=NinjaJSONEncoder).encode()
     return _encoded((SPEND_STATUS[201], [*headers, ("Content-Length", str(len(body)))], body))

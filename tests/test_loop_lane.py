@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import date, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +20,8 @@ from billing import services as billing_services
 from billing.models import ChangeCounter
 from ladder import services, tokens
 from ladder.models import ApiToken, BudgetCrossing, LadderSettings, SpendDayTotal, SpendEntry
+from ladder.services.config import load_config
+from ladder.services.spend_totals import note_crossings
 from ladder.services.spend_write import guarded_insert_statement
 from omniroute_admin import loop_lane
 from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
@@ -612,7 +614,8 @@ def test_a_good_report_is_recorded_on_the_loop_with_the_lanes_headers_and_body(
     assert second.json() == {**first.json(), "request_id": "r2"}
     assert again.content == second.content  # the endpoint's bytes, byte for byte
     assert _ledger() == [("r1", "0.15000000"), ("r2", "0.15000000")]
-    assert [str(t.spent_usd) for t in SpendDayTotal.objects.all()] == ["0.30000000"]
+    # The day's total over its shards (the endpoint's session and the loop's).
+    assert services.spend_summary().rungs["cheap"].spent_usd == Decimal("0.30000000")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -710,6 +713,59 @@ def test_a_report_that_takes_a_rung_to_its_budget_moves_the_version_once(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_report_does_not_wait_for_another_sessions_open_write_and_the_last_to_commit_sees_both(
+    key: str,
+) -> None:
+    """The day total is sharded by database session (spend_write.SHARDS): a report on the
+    loop is answered while another session holds its own write of the same day and rung
+    open, and of the two the one that commits last reads the window's sum after its
+    commit, sees both, and records the crossing."""
+    import psycopg
+
+    from omniroute_admin.change_feed import psycopg_params
+
+    services.get_settings_row()
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("0.50"))
+    billing_services.bump(ChangeCounter.CONFIG)
+    other = psycopg.connect(**psycopg_params())  # a transaction, left open below
+    today = timezone.now().date()
+
+    def shards() -> set[int]:
+        return set(SpendDayTotal.objects.values_list("shard", flat=True))
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        # The first on a thread (it learns the shape), the second on the loop.
+        for request_id in ("r1", "r2"):
+            answer = await client.post(SPEND, headers=_auth(key), json=_report(request_id))
+            assert answer.status_code == 201
+        used = await asyncio.to_thread(shards)
+        free = min(set(range(16)) - used)
+        other.execute(
+            "INSERT INTO ladder_spenddaytotal (day, rung, shard, spent_usd, list_price_usd) "
+            "VALUES (%s, 'cheap', %s, 0.20, 0.20)",
+            [today, free],
+        )
+        before = await asyncio.to_thread(billing_services.change_counters)
+        third = await client.post(SPEND, headers=_auth(key), json=_report("r3"))
+        after = await asyncio.to_thread(billing_services.change_counters)
+        return third, before, after, used
+
+    try:
+        third, before, after, used = _session(steps)
+        other.commit()
+    finally:
+        other.close()
+
+    assert third.status_code == 201
+    assert after == before  # 0.45 seen by the loop's report, under the 0.50 budget
+    assert not BudgetCrossing.objects.exists()
+    crossed = note_crossings({"cheap": Decimal("0.50")}, load_config(), timezone.now())
+    assert crossed  # the other session, last to commit, sees 0.65
+    assert services.spend_summary().rungs["cheap"].spent_usd == Decimal("0.65000000")
+    assert shards() == used | {min(set(range(16)) - used)}
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_report_with_a_revoked_token_is_the_endpoints_401_and_writes_nothing(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -783,10 +839,9 @@ def test_the_guarded_statement_writes_only_under_its_counters(key: str) -> None:
     values = dict(ChangeCounter.objects.values_list("name", "value"))
     current = (values["config"], values["state"], values["tokens"])
     moved = (current[0], current[1], current[2] + 1)
-    window = (date(2000, 1, 1), date(2100, 1, 1))
 
     def run(request_id: str, counters: tuple[int, int, int]) -> tuple[Any, ...]:
-        sql, params = guarded_insert_statement(entry(request_id), counters, window)
+        sql, params = guarded_insert_statement(entry(request_id), counters)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return tuple(cursor.fetchone())
@@ -796,11 +851,11 @@ def test_the_guarded_statement_writes_only_under_its_counters(key: str) -> None:
     second = run("g3", current)
     repeat = run("g3", current)
 
-    assert first[1:] == (True, Decimal("0.25000000"))
+    assert first[1:] == (True,)
     assert isinstance(first[0], int)
-    assert refused == (None, False, None)
-    assert second[1:] == (True, Decimal("0.50000000"))
-    assert repeat == (None, True, None)
+    assert refused == (None, False)
+    assert second[1:] == (True,)
+    assert repeat == (None, True)
     assert _ledger() == [("g1", "0.25000000"), ("g3", "0.25000000")]
     assert services.spend_summary().rungs["cheap"].spent_usd == Decimal("0.50000000")
 

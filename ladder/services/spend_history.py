@@ -88,10 +88,16 @@ class SpendReport:
 
 def day_totals(first: datetime, end: datetime) -> list[DayTotal]:
     """The running totals of the paid and plan-included rungs over the UTC days
-    [first, end) (one query, at most four rows a day)."""
-    rows = SpendDayTotal.objects.filter(
-        rung__in=_SERIES_LABELS, day__gte=first.date(), day__lt=end.date()
-    ).values_list("day", "rung", "spent_usd", "list_price_usd")
+    [first, end), their shards summed (one query, at most four rows a day)."""
+    rows = (
+        SpendDayTotal.objects.filter(
+            rung__in=_SERIES_LABELS, day__gte=first.date(), day__lt=end.date()
+        )
+        .values("day", "rung")
+        .annotate(spent=Sum("spent_usd"), listed=Sum("list_price_usd"))
+        .order_by("day", "rung")
+        .values_list("day", "rung", "spent", "listed")
+    )
     return [DayTotal(day, rung, spent, listed) for day, rung, spent, listed in rows]
 
 

@@ -1,7 +1,7 @@
-"""Running totals of the spend ledger: one row per UTC day and rung (SpendDayTotal),
+"""Running totals of the spend ledger: rows per UTC day, rung and shard (SpendDayTotal),
 moved in the transaction of the ledger rows they count (on PostgreSQL a single report is
-one statement: ladder.services.spend_write), so a budget window's spend is a sum of at
-most 31 rows per rung.
+one statement on its session's shard: ladder.services.spend_write; everything here
+writes shard 0), so a budget window's spend is a sum of at most 31 days' rows per rung.
 
 Whether spend crossed a budget is decided after the write has committed, never inside
 it (`note_crossings`): the writer reads the window's sum, which then includes its own
@@ -84,11 +84,12 @@ def _change(amounts: dict[TotalKey, Decimal]) -> Case | Value:
 
 
 def _matching(keys: Iterable[TotalKey]) -> Q:
-    return reduce(or_, (Q(day=day, rung=rung) for day, rung in keys))
+    """The shard-0 totals of `keys` (the shard this module writes)."""
+    return reduce(or_, (Q(day=day, rung=rung) for day, rung in keys)) & Q(shard=0)
 
 
 def _lock(keys: list[TotalKey]) -> set[TotalKey]:
-    """Lock the totals of `keys` in (day, rung) order; the keys that have a row."""
+    """Lock the shard-0 totals of `keys` in (day, rung) order; the keys that have one."""
     rows = (
         SpendDayTotal.objects.select_for_update()
         .filter(_matching(keys))

@@ -1,10 +1,11 @@
 """One spend report written in one statement on PostgreSQL: the ledger row (nothing when
 its request id was recorded before) and its day total's upsert, in a data-modifying CTE.
-Outside a transaction that statement is its own transaction, so the total's row lock is
-held for one statement and its commit, not across round trips, and concurrent gateways
-reporting on one rung queue for a fraction of a millisecond each. Built once as plain
-SQL from the models' columns and prepared once per connection (no ORM compilation and
-no planning on the request path)."""
+Outside a transaction that statement is its own transaction. The day total it adds to is
+its database session's shard of the day (`SHARDS`; SpendDayTotal), so concurrent
+gateways reporting on one rung do not queue on one row's lock, each behind the commit
+(and the disk flush) of the one before: their commits share the flushes instead. Built
+once as plain SQL from the models' columns and prepared once per connection (no ORM
+compilation and no planning on the request path)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ ENTRY_FIELDS = (
     "recorded_at",
 )
 
+# The shards of a (day, rung) total that single reports spread over, by database
+# session. Sixteen keeps two sessions on one shard rare for the writers a deployment has
+# (a few connections per server process); a window's sum reads 16 rows a day at most.
+SHARDS = 16
+
 _sql: str | None = None
 
 
@@ -54,18 +60,18 @@ def _write_ctes(source: str) -> str:
     totals = quote(SpendDayTotal._meta.db_table)
     columns = ", ".join(_column(SpendEntry, name) for name in ENTRY_FIELDS)
     day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
+    shard = _column(SpendDayTotal, "shard")
     spent = _column(SpendDayTotal, "spent_usd")
     listed = _column(SpendDayTotal, "list_price_usd")
     return (
         f"inserted AS (INSERT INTO {ledger} ({columns}) {source} "
         f"ON CONFLICT ({_column(SpendEntry, 'request_id')}) DO NOTHING "
         f"RETURNING {_column(SpendEntry, 'id')}), "
-        f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {spent}, {listed}) "
-        "SELECT %s, %s, %s, %s FROM inserted "
-        f"ON CONFLICT ({day}, {rung}) DO UPDATE SET "
+        f"totalled AS (INSERT INTO {totals} ({day}, {rung}, {shard}, {spent}, {listed}) "
+        f"SELECT %s, %s, pg_backend_pid() %% {SHARDS}, %s, %s FROM inserted "
+        f"ON CONFLICT ({day}, {rung}, {shard}) DO UPDATE SET "
         f"{spent} = {totals}.{spent} + EXCLUDED.{spent}, "
-        f"{listed} = {totals}.{listed} + EXCLUDED.{listed} "
-        f"RETURNING {spent})"
+        f"{listed} = {totals}.{listed} + EXCLUDED.{listed})"
     )
 
 
@@ -132,40 +138,28 @@ _guarded_sql: str | None = None
 
 
 def guarded_insert_statement(
-    entry: SpendEntry, counters: tuple[int, int, int], window: tuple[date, date]
+    entry: SpendEntry, counters: tuple[int, int, int]
 ) -> tuple[str, list[Any]]:
     """`insert_entry`'s statement, written only while the change counters (config, state,
     tokens) are still `counters`, the ones its entry was priced and its token checked
-    under, and that also returns the rung's spend over the window's days [first, end)
-    after it. Its one row: (the new row's id or None, whether the counters held, that
-    spend or None). For a caller that prepared the entry from counters it read before
-    (omniroute_admin.loop_lane): the check happens in the statement, after its request
-    arrived, so a moved counter writes nothing and the caller starts again.
-
-    The window's spend is the entry's day total as this statement left it (exact: the
-    upsert waits for concurrent writers of that row) plus the window's other days as of
-    the statement's start, so a concurrent report on another day of the window can be
-    missed by both writers; the next report on the rung sees both, so a budget is still
-    overshot by at most the requests in flight."""
+    under. Its one row: (the new row's id or None, whether the counters held). For a
+    caller that prepared the entry from counters it read before (omniroute_admin.
+    loop_lane): the check happens in the statement, after its request arrived, so a
+    moved counter writes nothing and the caller starts again. Whether the report crossed
+    a budget is read after it committed (`window_sum_statement`), as `note_crossings`
+    does: a sum inside the statement would miss a concurrent report on another shard."""
     global _guarded_sql
     if _guarded_sql is None:
         quote = connection.ops.quote_name
-        totals = quote(SpendDayTotal._meta.db_table)
         counters_table = quote(ChangeCounter._meta.db_table)
         value, name = quote("value"), quote("name")
         one = f"(SELECT {value} FROM {counters_table} WHERE {name} = %s) = %s"
-        day, rung = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "rung")
-        spent = _column(SpendDayTotal, "spent_usd")
         _guarded_sql = (
             f"WITH guard AS (SELECT 1 AS held WHERE {one} AND {one} AND {one}), "
             f"{_write_ctes(f'SELECT {_VALUES} FROM guard')} "
-            "SELECT (SELECT id FROM inserted), EXISTS (SELECT 1 FROM guard), "
-            f"(SELECT {spent} FROM totalled) + (SELECT COALESCE(SUM({spent}), 0) "
-            f"FROM {totals} WHERE {rung} = %s AND {day} >= %s AND {day} < %s AND {day} <> %s)"
+            "SELECT (SELECT id FROM inserted), EXISTS (SELECT 1 FROM guard)"
         )
     config, state, tokens = counters
     guard = [ChangeCounter.CONFIG, config, ChangeCounter.STATE, state]
     guard += [ChangeCounter.TOKENS, tokens]
-    params = [*guard, *_row_params(entry)]
-    params += [entry.rung, window[0], window[1], core.utc_day(entry.occurred_at)]
-    return _guarded_sql, params
+    return _guarded_sql, [*guard, *_row_params(entry)]

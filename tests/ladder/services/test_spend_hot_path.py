@@ -110,8 +110,12 @@ def _input(request_id: str, cost: str | None) -> services.SpendInput:
 
 
 def _totals() -> list[tuple[date, str, Decimal]]:
+    """Each (day, rung) total, its shards summed."""
     return list(
-        SpendDayTotal.objects.order_by("day", "rung").values_list("day", "rung", "spent_usd")
+        SpendDayTotal.objects.values("day", "rung")
+        .annotate(total=Sum("spent_usd"))
+        .order_by("day", "rung")
+        .values_list("day", "rung", "total")
     )
 
 
