@@ -317,7 +317,8 @@ def stall_meter() -> dict[str, float]:
     checkpoints so far (each ends in fsyncs that the WAL's flushes, so every commit, queue
     behind on this machine's disk), and the time some task stalled on the disk
     (`/proc/pressure/io`, "some", in ms; 0 where the kernel has no pressure stall
-    information)."""
+    information), and the CPU time the hypervisor gave to other machines while this one
+    had work to run ("steal", `/proc/stat`, in ms, for all cores together)."""
     from django.db import connection
 
     checkpoints = 0
@@ -332,7 +333,13 @@ def stall_meter() -> dict[str, float]:
                 io_some_ms = int(line.rsplit("total=", 1)[1]) / 1000
     except (OSError, ValueError, IndexError):
         pass
-    return {"checkpoints": float(checkpoints), "io_stall_ms": io_some_ms}
+    steal_ms = 0.0
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        steal_ms = int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"checkpoints": float(checkpoints), "io_stall_ms": io_some_ms, "steal_ms": steal_ms}
 
 
 def row(name: str, result: Mapping[str, float], health: float | None) -> str:
@@ -340,13 +347,14 @@ def row(name: str, result: Mapping[str, float], health: float | None) -> str:
     return (
         f"{name:<34} {result['rps']:>9.0f} {result['p50_ms']:>8.2f} {result['p99_ms']:>8.2f} "
         f"{int(result['non_2xx'] + result['errors']):>8} {ratio} "
-        f"{int(result.get('checkpoints', 0)):>5} {result.get('io_stall_ms', 0):>8.0f}"
+        f"{int(result.get('checkpoints', 0)):>5} {result.get('io_stall_ms', 0):>8.0f} "
+        f"{result.get('steal_ms', 0):>8.0f}"
     )
 
 
 HEADER = (
     f"{'':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} "
-    f"{'ckpt':>5} {'io ms':>8}"
+    f"{'ckpt':>5} {'io ms':>8} {'steal ms':>8}"
 )
 
 
