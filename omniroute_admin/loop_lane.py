@@ -105,10 +105,13 @@ class ReadFailed(Exception):
 
 class LoopConnections:
     """Asynchronous PostgreSQL connections of one event loop (autocommit): at most
-    `max_open` open, each running one statement at a time. `run(work, timeout)` runs
-    `work(connection)` on an idle one; past `timeout` the connection is abandoned to its
-    work, as a stuck deadline thread is, and ReadFailed(DETAIL) raised; with MAX_STUCK
-    abandoned at once, or no connection free in time, ReadFailed(DETAIL) at once."""
+    `max_open` open, each running one statement at a time. `run(work, timeout,
+    stuck_after)` runs `work(connection)` on an idle one; past `timeout` it raises
+    ReadFailed(DETAIL) and leaves the work running. A work still running `stuck_after`
+    seconds after it started (by default `timeout`) has its connection abandoned to it,
+    as a stuck deadline thread is, and closed if the database ever answers; one that ends
+    before that gives its connection back. With MAX_STUCK abandoned at once, or no
+    connection free in time, ReadFailed(DETAIL) at once."""
 
     def __init__(
         self,
@@ -125,10 +128,17 @@ class LoopConnections:
         self._open = 0
         self._freed = asyncio.Condition()
         self._stuck: set[asyncio.Task[Any]] = set()
+        # Works past their caller's timeout, not (yet) stuck: their timers to be.
+        self._late: dict[asyncio.Task[Any], asyncio.TimerHandle | None] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self.prepare = psycopg_params().get("prepare_threshold", 0) is not None
 
-    async def run(self, work: Callable[[Any], Awaitable[T]], timeout: float | None) -> T:
+    async def run(
+        self,
+        work: Callable[[Any], Awaitable[T]],
+        timeout: float | None,
+        stuck_after: float | None = None,
+    ) -> T:
         if len(self._stuck) >= MAX_STUCK:
             raise ReadFailed(DETAIL, "every loop connection is waiting on the database")
         started = self.loop.time()
@@ -142,11 +152,19 @@ class LoopConnections:
             self._open += 1 if connection is None else 0
         left = None if timeout is None else max(timeout - (self.loop.time() - started), 0.0)
         self.runs += 1
+        running = self.loop.time()
         task = self.loop.create_task(self._on(connection, work))
         done, _ = await asyncio.wait({task}, timeout=left)
         if not done:
-            self._stuck.add(task)
-            task.add_done_callback(self._unstuck)
+            limit = timeout if stuck_after is None else stuck_after
+            still = None if limit is None else limit - (self.loop.time() - running)
+            if still is None or still > 0:
+                self._late[task] = (
+                    None if still is None else self.loop.call_later(still, self._stick, task)
+                )
+            else:
+                self._stuck.add(task)
+            task.add_done_callback(self._settle_late)
             raise ReadFailed(DETAIL, "the database did not answer")
         error = task.exception()
         if error is not None:
@@ -182,16 +200,30 @@ class LoopConnections:
                 self._idle.append(connection)
             self._freed.notify()
 
-    def _unstuck(self, task: asyncio.Task[Any]) -> None:
+    def _stick(self, task: asyncio.Task[Any]) -> None:
+        """A late work still running at its `stuck_after`: its connection is abandoned."""
+        self._late.pop(task, None)
+        if not task.done():
+            self._stuck.add(task)
+
+    def _settle_late(self, task: asyncio.Task[Any]) -> None:
+        timer = self._late.pop(task, None)
+        if timer is not None:
+            timer.cancel()
+        abandoned = task in self._stuck
         self._stuck.discard(task)
         if task.cancelled():
             self.loop.create_task(self._release(None))
             return
-        if task.exception() is None:  # the database answered at last: close it
-            _, connection = task.result()
-            closing = self.loop.create_task(self._close_abandoned(connection))
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
+        if task.exception() is not None:
+            return  # _on released and closed it
+        _, connection = task.result()
+        if not abandoned:  # answered before it was given up: the next work's
+            self.loop.create_task(self._release(connection))
+            return
+        closing = self.loop.create_task(self._close_abandoned(connection))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     async def _close_abandoned(self, connection: Any) -> None:
         await self._release(None)
@@ -214,7 +246,14 @@ class CounterReader:
     `read()` is a future of a read that starts after the call: a request that arrives
     while one is in flight waits for the next, which then serves every request that
     arrived meanwhile. The next starts when the one in flight ends, or once that one has
-    been running for `hedge` seconds (a slow connection holds up no one behind it)."""
+    been running for `hedge` seconds (a slow connection holds up no one behind it), but
+    never more than MAX_READERS at once: a further read would only queue for a
+    connection. A read that starts later than `hedge` after its first request arrived
+    fails by that request's deadline; its connection is given up only past the full
+    `deadline - hedge` (LoopConnections.run's `stuck_after`). Before that bound, every
+    hedged read queued for the two connections, each spending its time on the wait,
+    then timing out a healthy connection: one slow moment (a pause of 100 ms or two)
+    became seconds of 503s as connections were abandoned and reopened."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
         self.loop = loop
@@ -227,6 +266,7 @@ class CounterReader:
         # The spend reports'.
         self.writers = LoopConnections(loop)
         self._next: asyncio.Future[Counters3] | None = None
+        self._next_since = 0.0  # when the next read's first request arrived
         self._in_flight = 0
         self._latest_start = 0.0
         self._last_start = -1.0
@@ -238,12 +278,13 @@ class CounterReader:
         future = self._next
         if future is None:
             future = self._next = self.loop.create_future()
+            self._next_since = self.loop.time()
             self._start_next()
         return future
 
     def _start_next(self) -> None:
-        if self._next is None:
-            return
+        if self._next is None or self._in_flight >= MAX_READERS:
+            return  # a read ending starts the next
         now = self.loop.time()
         if self._in_flight and now - self._latest_start < self.hedge:
             if self._timer is None:
@@ -252,7 +293,8 @@ class CounterReader:
         future, self._next = self._next, None
         self._in_flight += 1
         self._latest_start = now
-        task = self.loop.create_task(self._serve(future, now))
+        waited = max(now - self._next_since, self.hedge)
+        task = self.loop.create_task(self._serve(future, now, waited))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -260,9 +302,11 @@ class CounterReader:
         self._timer = None
         self._start_next()
 
-    async def _serve(self, future: asyncio.Future[Counters3], started: float) -> None:
+    async def _serve(
+        self, future: asyncio.Future[Counters3], started: float, waited: float
+    ) -> None:
         try:
-            value = await self._query()
+            value = await self._query(waited)
         except ReadFailed as error:
             _fail(future, error)
         else:
@@ -274,12 +318,15 @@ class CounterReader:
             self._in_flight -= 1
             self._start_next()
 
-    async def _query(self) -> Counters3:
-        # A request waits for a read that starts within `hedge` of its arrival (or, with
-        # both reader connections busy, waits for one inside this same timeout), so it
-        # is answered within the deadline.
-        timeout = max(self.deadline - self.hedge, 0.0) if self.deadline > 0 else None
-        return await self.connections.run(self._read_on, timeout)
+    async def _query(self, waited: float) -> Counters3:
+        # The read's first request arrived `waited` ago (at least `hedge`, the most it
+        # waits while reads keep up): it is answered within its deadline, and the
+        # connection is given up only past the deadline less `hedge`.
+        if self.deadline <= 0:
+            return await self.connections.run(self._read_on, None)
+        stuck_after = max(self.deadline - self.hedge, 0.0)
+        timeout = max(self.deadline - waited, 0.0)
+        return await self.connections.run(self._read_on, timeout, stuck_after)
 
     async def _read_on(self, connection: Any) -> Counters3:
         self.reads += 1
@@ -483,8 +530,8 @@ async def _current(
     token must go through `authenticate` (every known token forgotten when the tokens
     counter moved)."""
     try:
-        # No timer of its own: the read it waits for starts within HEDGE_SECONDS of its
-        # arrival and fails by the deadline less HEDGE_SECONDS (CounterReader._query).
+        # No timer of its own: the read it waits for fails by the deadline of its first
+        # request, which arrived no later than this one (CounterReader._query).
         current = await reader().read()
     except ReadFailed as failed:
         return _unavailable(environ, headers, failed)

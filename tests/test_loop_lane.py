@@ -27,6 +27,7 @@ from omniroute_admin import loop_lane
 from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
 from omniroute_admin.loop_lane import (
     MAX_OPEN,
+    MAX_READERS,
     MAX_STUCK,
     CounterReader,
     LoopConnections,
@@ -51,8 +52,10 @@ class ScriptedQuery:
         self.started: list[asyncio.Event] = []
         self.releases: list[asyncio.Event] = []
         self.error: Exception | None = None
+        self.waited: list[float] = []  # how long each read's first request had waited
 
-    async def __call__(self) -> tuple[int, int, int]:
+    async def __call__(self, waited: float = 0.0) -> tuple[int, int, int]:
+        self.waited.append(waited)
         started, release = asyncio.Event(), asyncio.Event()
         self.started.append(started)
         self.releases.append(release)
@@ -880,6 +883,138 @@ def test_a_read_in_flight_past_the_hedge_lets_the_next_start_on_another_connecti
     assert in_flight
     assert slow == (1, 1, 1)
     assert last == (1, 2, 1)  # the latest read to start, not the latest to end
+
+
+def test_no_more_reads_start_than_there_are_reader_connections() -> None:
+    async def scenario(reader: CounterReader, query: ScriptedQuery) -> Any:
+        reader.hedge = 0.01
+        first = reader.read()
+        await _started(query, 0)
+        second = reader.read()
+        await _started(query, 1)  # the hedge: a second read on the other connection
+        third = reader.read()
+        await asyncio.sleep(0.05)  # five hedges: with both in flight, none more starts
+        before = len(query.started)
+        query.releases[0].set()
+        await first
+        await _started(query, 2)  # the first to end lets the next start
+        for release in query.releases:
+            release.set()
+        await asyncio.gather(second, third)
+        return before, query.waited
+
+    before, waited = _reader_run(scenario)
+
+    assert before == MAX_READERS == 2
+    assert waited[:2] == [0.01, 0.01]  # started within the hedge of their first request
+    assert waited[2] > 0.05  # started late, so it has that much less time
+
+
+def test_a_read_that_starts_late_fails_by_its_first_requests_deadline() -> None:
+    """Both reader connections held past the hedge: the third read starts when one ends,
+    0.3 s after its request, and that request fails by its own deadline (0.4 s, not
+    0.39 s after the read started) while that connection is not given up."""
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        reader = CounterReader(loop, deadline=0.4)
+        reader.hedge = 0.01
+        made: list[FakeConnection] = []
+
+        async def connect() -> FakeConnection:
+            made.append(FakeConnection(len(made) + 1))
+            return made[-1]
+
+        reader.connections = LoopConnections(loop, connect, max_open=MAX_READERS)
+        releases: list[asyncio.Event] = []
+
+        async def read_on(connection: FakeConnection) -> tuple[int, int, int]:
+            releases.append(asyncio.Event())
+            await releases[-1].wait()
+            return (1, 1, connection.number)
+
+        reader._read_on = read_on  # type: ignore[method-assign]
+        held = [reader.read()]
+        while len(releases) < 1:
+            await asyncio.sleep(0)
+        held.append(reader.read())
+        while len(releases) < 2:
+            await asyncio.sleep(0)
+        arrived = loop.time()
+        late = reader.read()
+        await asyncio.sleep(0.3)  # the time the third request waits for a connection
+        releases[0].set()  # the third read starts now, on the freed connection
+        with pytest.raises(ReadFailed) as failed:
+            await late
+        elapsed = loop.time() - arrived
+        late_not_stuck = len(reader.connections._late)
+        stuck = len(reader.connections._stuck)
+        for release in releases:
+            release.set()
+        await asyncio.gather(*held, return_exceptions=True)
+        return str(failed.value), elapsed, late_not_stuck, stuck, made
+
+    why, elapsed, late_not_stuck, stuck, made = asyncio.run(main())
+
+    assert why == "the database did not answer"
+    assert 0.39 <= elapsed < 0.6  # by the request's deadline, not at 0.3 + 0.39 s
+    # Its connection is late, not given up (it has run 0.1 s of its 0.39 s); the second
+    # held read, 0.4 s on its connection, is past its own bound and given up.
+    assert (late_not_stuck, stuck) == (1, 1)
+    assert len(made) == MAX_READERS
+
+
+def test_work_past_its_callers_timeout_but_inside_stuck_after_keeps_its_connection() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        answer = asyncio.Event()
+
+        async def slow(connection: FakeConnection) -> int:
+            await answer.wait()
+            return connection.number
+
+        with pytest.raises(ReadFailed) as failed:
+            await pool.run(slow, 0.01, stuck_after=10.0)
+        stuck_meanwhile = len(pool._stuck)
+        answer.set()  # it answers well before it would be given up
+        while pool._late:
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return str(failed.value), stuck_meanwhile, await pool.run(_number, 1.0)
+
+    (why, stuck_meanwhile, after), made = _connections_run(scenario)
+
+    assert why == "the database did not answer"  # the caller's time was up
+    assert stuck_meanwhile == 0
+    assert after == 1  # the same connection, given back, not closed
+    assert [c.closed for c in made] == [False]
+
+
+def test_work_still_running_at_stuck_after_is_abandoned_and_closed_when_it_answers() -> None:
+    async def scenario(pool: LoopConnections) -> Any:
+        answer = asyncio.Event()
+
+        async def hangs(connection: FakeConnection) -> int:
+            await answer.wait()
+            return connection.number
+
+        with pytest.raises(ReadFailed):
+            await pool.run(hangs, 0.01, stuck_after=0.03)
+        not_yet = len(pool._stuck)
+        while not pool._stuck:
+            await asyncio.sleep(0.005)
+        answer.set()
+        while pool._stuck:
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return not_yet, await pool.run(_number, 1.0)
+
+    (not_yet, after), made = _connections_run(scenario)
+
+    assert not_yet == 0  # late, not stuck, until stuck_after
+    assert after == 2
+    assert [c.closed for c in made] == [True, False]
 
 
 @pytest.mark.django_db(transaction=True)
