@@ -422,8 +422,8 @@ async def answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
 
 async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | None:
     """The fast lane's answer to a good spend report (`POST /api/v1/spend`), recorded on
-    the loop in ONE statement on a loop connection: the ledger row and its day total,
-    written only while the change counters are still the ones the entry was priced and
+    the loop in one guarded statement on a loop connection: the ledger row and its day
+    total, written only while the change counters are still the ones the entry was priced and
     its token checked under (spend_write.guarded_insert_statement). Those are the
     counters this loop read last, checked by the statement itself after the request
     arrived; should they have moved, nothing is written and the report is priced again

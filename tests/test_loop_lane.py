@@ -146,6 +146,25 @@ async def _number(connection: FakeConnection) -> int:
     return connection.number
 
 
+async def _settled(pending: Callable[[], Any]) -> None:
+    """Until `pending()` is empty, then a few more loop turns: the callbacks of the late
+    works that left it (a release, a close) have run."""
+    while pending():
+        await asyncio.sleep(0)
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+def _answers_once(answer: asyncio.Event) -> Callable[[FakeConnection], Awaitable[int]]:
+    """A work that holds its connection until the database `answer`s."""
+
+    async def work(connection: FakeConnection) -> int:
+        await answer.wait()
+        return connection.number
+
+    return work
+
+
 def test_a_connection_is_reused_while_it_answers() -> None:
     async def scenario(pool: LoopConnections) -> Any:
         return [await pool.run(_number, 1.0) for _ in range(3)]
@@ -159,19 +178,11 @@ def test_a_connection_is_reused_while_it_answers() -> None:
 def test_work_past_its_timeout_fails_and_its_connection_is_abandoned_then_closed() -> None:
     async def scenario(pool: LoopConnections) -> Any:
         answer = asyncio.Event()
-
-        async def hangs(connection: FakeConnection) -> int:
-            await answer.wait()
-            return connection.number
-
         with pytest.raises(ReadFailed) as failed:
-            await pool.run(hangs, 0.01)
+            await pool.run(_answers_once(answer), 0.01)
         after = await pool.run(_number, 1.0)
         answer.set()  # the database answers the abandoned work at last
-        while pool._stuck:
-            await asyncio.sleep(0)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await _settled(lambda: pool._stuck)
         return failed.value.detail, str(failed.value), after
 
     (detail, why, after), made = _connections_run(scenario)
@@ -198,10 +209,7 @@ def test_with_every_connection_stuck_work_fails_at_once_without_running() -> Non
             await pool.run(hangs, 0.01)
         stuck_ran = list(ran)
         answer.set()
-        while pool._stuck:
-            await asyncio.sleep(0)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await _settled(lambda: pool._stuck)
         return str(failed.value), stuck_ran, await pool.run(_number, 1.0)
 
     (why, ran, again), made = _connections_run(scenario)
@@ -967,19 +975,11 @@ def test_a_read_that_starts_late_fails_by_its_first_requests_deadline() -> None:
 def test_work_past_its_callers_timeout_but_inside_stuck_after_keeps_its_connection() -> None:
     async def scenario(pool: LoopConnections) -> Any:
         answer = asyncio.Event()
-
-        async def slow(connection: FakeConnection) -> int:
-            await answer.wait()
-            return connection.number
-
         with pytest.raises(ReadFailed) as failed:
-            await pool.run(slow, 0.01, stuck_after=10.0)
+            await pool.run(_answers_once(answer), 0.01, stuck_after=10.0)
         stuck_meanwhile = len(pool._stuck)
         answer.set()  # it answers well before it would be given up
-        while pool._late:
-            await asyncio.sleep(0)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await _settled(lambda: pool._late)
         return str(failed.value), stuck_meanwhile, await pool.run(_number, 1.0)
 
     (why, stuck_meanwhile, after), made = _connections_run(scenario)
@@ -993,21 +993,13 @@ def test_work_past_its_callers_timeout_but_inside_stuck_after_keeps_its_connecti
 def test_work_still_running_at_stuck_after_is_abandoned_and_closed_when_it_answers() -> None:
     async def scenario(pool: LoopConnections) -> Any:
         answer = asyncio.Event()
-
-        async def hangs(connection: FakeConnection) -> int:
-            await answer.wait()
-            return connection.number
-
         with pytest.raises(ReadFailed):
-            await pool.run(hangs, 0.01, stuck_after=0.03)
+            await pool.run(_answers_once(answer), 0.01, stuck_after=0.03)
         not_yet = len(pool._stuck)
         while not pool._stuck:
             await asyncio.sleep(0.005)
         answer.set()
-        while pool._stuck:
-            await asyncio.sleep(0)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await _settled(lambda: pool._stuck)
         return not_yet, await pool.run(_number, 1.0)
 
     (not_yet, after), made = _connections_run(scenario)

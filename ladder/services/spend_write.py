@@ -54,7 +54,7 @@ def _column(model: Any, name: str) -> str:
 
 def _write_ctes(source: str) -> str:
     """The `inserted` CTE (the ledger row from `source`, nothing on a known request id)
-    and the `totalled` one (its day total's upsert, returning the day's new total)."""
+    and the `totalled` one (its upsert into its session's shard of the day total)."""
     quote = connection.ops.quote_name
     ledger = quote(SpendEntry._meta.db_table)
     totals = quote(SpendDayTotal._meta.db_table)
