@@ -13,7 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ladder import services
 from ladder.models import ApiToken, SpendEntry
-from ladder.schemas import SpendEntryIn, SpendIn, SpendOut
+from ladder.schemas import SpendEntryIn, SpendIn
 from ladder.tokens import authenticate
 from omniroute_admin.errors import validation_error_body
 
@@ -90,7 +90,8 @@ def batch_results(
 
 
 def entry_out(entry: SpendEntry) -> dict[str, Any]:
-    """A ledger entry as SpendOut shows it, as a plain dict."""
+    """A ledger entry as SpendOut shows it, as a plain dict (a property test holds it
+    to SpendOut's; built by hand, it costs a fifth of the schema's from_orm)."""
     return {
         "request_id": entry.request_id,
         "connection_id": entry.connection_id,
@@ -104,6 +105,17 @@ def entry_out(entry: SpendEntry) -> dict[str, Any]:
         "billed_usd": float(entry.billed_usd),
         "list_price_usd": float(entry.list_price_usd),
     }
+
+
+# The API's JSON renderer's (ninja's JSONRenderer: json.dumps with NinjaJSONEncoder),
+# made once rather than per answer.
+_encode = NinjaJSONEncoder().encode
+
+
+def spend_body(entry: SpendEntry) -> bytes:
+    """The body POST /api/v1/spend answers for a stored entry, as the endpoint renders
+    SpendOut, byte for byte."""
+    return _encode(entry_out(entry)).encode()
 
 
 def fast_spend_answer(secret: str, body: bytes) -> tuple[int, bytes] | None:
@@ -129,5 +141,4 @@ def fast_spend_answer(secret: str, body: bytes) -> tuple[int, bytes] | None:
         )
     except DjangoValidationError:
         return None
-    rendered = json.dumps(SpendOut.from_orm(entry).model_dump(), cls=NinjaJSONEncoder)
-    return (201 if created else 200), rendered.encode()
+    return (201 if created else 200), spend_body(entry)

@@ -42,7 +42,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
-from ninja.responses import NinjaJSONEncoder
 from pydantic import ValidationError as PydanticValidationError
 
 from billing.models import ChangeCounter
@@ -50,9 +49,9 @@ from ladder import core, services
 from ladder.core import AutoId
 from ladder.models import ApiToken
 from ladder.pool_answers import answer_decision, body_key, parse_pool_id
-from ladder.schemas import SpendIn, SpendOut
+from ladder.schemas import SpendIn
 from ladder.services.spend_write import guarded_insert_statement, window_sum_statement
-from ladder.spend_answers import spend_input_of
+from ladder.spend_answers import spend_body, spend_input_of
 from ladder.tokens import KnownToken, forget_known_tokens, known_token
 from omniroute_admin.change_feed import psycopg_params
 from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL, log_too_late, with_connections
@@ -518,7 +517,7 @@ async def _record(
         and core.reaches_budget(budget, window_spend)
     ):
         await asyncio.to_thread(with_connections, services.settle_crossing, prepared, now)
-    body = json.dumps(SpendOut.from_orm(entry).model_dump(), cls=NinjaJSONEncoder).encode()
+    body = spend_body(entry)
     return _encoded((SPEND_STATUS[201], [*headers, ("Content-Length", str(len(body)))], body))
 
 
