@@ -13,6 +13,7 @@ from ninja.responses import NinjaJSONEncoder
 
 from ladder.models import SpendEntry
 from ladder.schemas import SpendOut
+from ladder.services.spend import unsaved_entry
 from ladder.spend_answers import entry_out, spend_body
 
 money = st.decimals(min_value=0, max_value=Decimal("99999999.99999999"), places=8)
@@ -88,3 +89,24 @@ def test_a_body_shows_the_endpoints_field_formats() -> None:
         b'"output_tokens": null, "occurred_at": "2026-12-02T01:02:03.456Z", '
         b'"rung": "cheap", "billed_usd": 0.00033, "list_price_usd": 0.00033}'
     )
+
+
+def test_an_unsaved_entry_built_positionally_is_the_keyword_built_one() -> None:
+    values: dict[str, object] = {
+        "request_id": "r1",
+        "connection_id": "openai-key",
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "cost_usd": Decimal("0.5"),
+        "is_cost_computed": True,
+        "billed_usd": Decimal("0"),
+        "list_price_usd": Decimal("0.5"),
+        "input_tokens": 10,
+        "output_tokens": None,
+        "rung": "subscription",
+        "occurred_at": datetime(2026, 12, 2, tzinfo=UTC),
+    }
+    fast, slow = unsaved_entry(values), SpendEntry(**values)  # type: ignore[arg-type]
+    names = [field.attname for field in SpendEntry._meta.concrete_fields]
+    assert [getattr(fast, name) for name in names] == [getattr(slow, name) for name in names]
+    assert (fast.pk, fast.recorded_at, fast._state.adding) == (None, None, True)
