@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -215,10 +216,12 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
 _ENTRY_FIELDS = tuple(field.attname for field in SpendEntry._meta.concrete_fields)
 
 
-def unsaved_entry(values: dict[str, object]) -> SpendEntry:
+def unsaved_entry(values: dict[str, Any]) -> SpendEntry:
     """SpendEntry(**values) for `values` naming every field but `id` and `recorded_at`
     (None until saved), built positionally (a test holds the two equal)."""
-    return SpendEntry(*[values.get(name) for name in _ENTRY_FIELDS])
+    build: Any = SpendEntry  # django-stubs types a model's keyword construction only
+    entry: SpendEntry = build(*[values.get(name) for name in _ENTRY_FIELDS])
+    return entry
 
 
 def record_spend(

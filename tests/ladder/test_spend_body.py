@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -92,7 +93,7 @@ def test_a_body_shows_the_endpoints_field_formats() -> None:
 
 
 def test_an_unsaved_entry_built_positionally_is_the_keyword_built_one() -> None:
-    values: dict[str, object] = {
+    values: dict[str, Any] = {
         "request_id": "r1",
         "connection_id": "openai-key",
         "provider": "openai",
@@ -106,7 +107,7 @@ def test_an_unsaved_entry_built_positionally_is_the_keyword_built_one() -> None:
         "rung": "subscription",
         "occurred_at": datetime(2026, 12, 2, tzinfo=UTC),
     }
-    fast, slow = unsaved_entry(values), SpendEntry(**values)  # type: ignore[arg-type]
+    fast, slow = unsaved_entry(values), SpendEntry(**values)
     names = [field.attname for field in SpendEntry._meta.concrete_fields]
     assert [getattr(fast, name) for name in names] == [getattr(slow, name) for name in names]
     assert (fast.pk, fast.recorded_at, fast._state.adding) == (None, None, True)
