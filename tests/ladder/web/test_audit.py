@@ -195,7 +195,10 @@ def trail() -> dict[str, AuditEntry]:
     created (it still exists), a price deleted (gone), a catalog entry changed."""
     make_connection("claude-max-1")
     candidate = make_candidate()
-    # Only the hand-written trail below: not the audit rows of these two writes.
+    while "99" in str(candidate.pk):  # searching "99" must find objects 998 and 999 only
+        candidate.delete()
+        candidate = make_candidate()
+    # Only the hand-written trail below: not the audit rows of these writes.
     AuditEntry.objects.all().delete()
     return {
         "catalog": _audit(
