@@ -33,8 +33,14 @@ run: install .env
 		echo "Stopped: web, worker and beat are down."; \
 	else exit $$status; fi
 
+# The suite's filesystem broker (when CELERY_BROKER_URL names none) is its own, emptied
+# first: never `make run`'s var/broker, whose worker would take the tests' tasks, and
+# never what an earlier run left behind.
+TEST_BROKER_DIR := $(abspath var/test-broker)
+
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	rm -rf $(TEST_BROKER_DIR)
+	CELERY_FILESYSTEM_BROKER_DIR=$(TEST_BROKER_DIR) $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-integrations
 
 # The LiteLLM plugin against the real LiteLLM and its proxy server, in its own venv:
