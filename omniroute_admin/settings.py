@@ -266,6 +266,9 @@ CELERY_BROKER_URL: str = _typed("CELERY_BROKER_URL", env.str, "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
     (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
+FILESYSTEM_BROKER_POLL_SECONDS: float = _typed(
+    "CELERY_FILESYSTEM_BROKER_POLL_SECONDS", env.float, 0.1
+)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
     {
         "data_folder_in": str(BROKER_DIR),
@@ -273,6 +276,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
         "processed_folder": str(BROKER_DIR / "processed"),
         # Broadcast (pidbox) files; kombu's default is a folder in the working directory.
         "control_folder": str(BROKER_DIR / "control"),
+        # How often an idle worker lists the folder (kombu's default is 1 s). A worker
+        # holds at most `concurrency x prefetch` unacknowledged messages and fetches more
+        # only at its next look, so at 1 s the third of a tick's beat messages waited a
+        # whole second and expired (each beat task expires after one beat period): the due
+        # scan never ran. A tenth of a second is a cheap directory listing.
+        "polling_interval": FILESYSTEM_BROKER_POLL_SECONDS,
     }
     if CELERY_BROKER_URL.startswith("filesystem://")
     else {"visibility_timeout": 3600}

@@ -1,0 +1,43 @@
+"""The embedded (filesystem) broker's worker looks at its folder often enough that a beat
+tick's messages are all taken within their one-period expiry (omniroute_admin/settings.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+READ_POLL = (
+    "import django, os; "
+    "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); "
+    "django.setup(); "
+    "from omniroute_admin.celery import app; "
+    "print(app.connection().transport.polling_interval)"
+)
+
+
+def _polling_interval(tmp_path: Path, **extra: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
+    env.update({"CELERY_FILESYSTEM_BROKER_DIR": str(tmp_path / "broker"), **extra})
+    result = subprocess.run(
+        [sys.executable, "-c", READ_POLL],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_the_filesystem_worker_looks_at_its_folder_ten_times_a_second(tmp_path: Path) -> None:
+    # kombu's own default (1 s) let the third message of a tick wait a whole beat period
+    # behind the two a worker of concurrency 2 may hold, so it expired unrun.
+    assert _polling_interval(tmp_path) == "0.1"
+
+
+def test_the_filesystem_poll_is_a_setting(tmp_path: Path) -> None:
+    assert _polling_interval(tmp_path, CELERY_FILESYSTEM_BROKER_POLL_SECONDS="0.25") == "0.25"
