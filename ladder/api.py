@@ -558,7 +558,10 @@ def post_spend_batch(request: HttpRequest, payload: SpendBatchIn) -> Any:
         [item for item in parsed if isinstance(item, services.SpendInput)]
     )
     results = spend_answers.batch_results(parsed, batch)
-    return {"created": batch.created, "duplicates": batch.duplicates, "results": results}
+    # SpendBatchOut rendered by hand (the schema above still documents it).
+    return HttpResponse(
+        spend_answers.batch_body(batch, results), content_type="application/json; charset=utf-8"
+    )
 
 
 @router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)

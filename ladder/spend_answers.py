@@ -118,6 +118,16 @@ def spend_body(entry: SpendEntry) -> bytes:
     return _encode(entry_out(entry)).encode()
 
 
+def batch_body(batch: services.SpendBatch, results: list[Any]) -> bytes:
+    """The body POST /api/v1/spend/batch answers, as the endpoint would render
+    SpendBatchOut from these results, byte for byte (a property test holds the two
+    equal): the schema's validation of a thousand results, each tried against both
+    kinds of slot, was a twentieth of a batch's time."""
+    return _encode(
+        {"created": batch.created, "duplicates": batch.duplicates, "results": results}
+    ).encode()
+
+
 def fast_spend_answer(secret: str, body: bytes) -> tuple[int, bytes] | None:
     """What POST /api/v1/spend answers (status, body) for this bearer secret and JSON
     body, when the report is a good one: the token (with the change counters, one

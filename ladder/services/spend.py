@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from django.utils import timezone
 
 from billing import services as billing_services
@@ -209,18 +211,27 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
     )
 
 
-# The ledger's fields in the model's order. Built from positional values, a model skips
-# Django's keyword path (a field-by-field search of the keywords and their defaults):
-# it is the path `Model.from_db` takes, and a quarter of the keyword path's cost, which
-# was a sixth of each batch entry's.
-_ENTRY_FIELDS = tuple(field.attname for field in SpendEntry._meta.concrete_fields)
+# Every field of a ledger row, unset (None) until given: an unsaved row's attributes.
+_UNSET_ROW = {field.attname: None for field in SpendEntry._meta.concrete_fields}
+_new_object = object.__new__
 
 
 def unsaved_entry(values: dict[str, Any]) -> SpendEntry:
     """SpendEntry(**values) for `values` naming every field but `id` and `recorded_at`
-    (None until saved), built positionally (a test holds the two equal)."""
-    build: Any = SpendEntry  # django-stubs types a model's keyword construction only
-    entry: SpendEntry = build(*[values.get(name) for name in _ENTRY_FIELDS])
+    (None until saved), its attributes set directly (a test holds the two equal).
+    Django's keyword path searches the keywords field by field and was a sixth of a
+    batch entry's cost; the attributes set at once cost a ninth of even the positional
+    path. That path is kept while anything listens to the model's init signals, which
+    setting the attributes would not send (nothing does)."""
+    if pre_init.has_listeners(SpendEntry) or post_init.has_listeners(SpendEntry):
+        build: Any = SpendEntry  # django-stubs types a model's keyword construction only
+        built: SpendEntry = build(**values)
+        return built
+    entry: SpendEntry = _new_object(SpendEntry)
+    attributes = entry.__dict__
+    attributes.update(_UNSET_ROW)
+    attributes.update(values)
+    attributes["_state"] = ModelState()
     return entry
 
 

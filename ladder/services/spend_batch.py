@@ -7,6 +7,7 @@ rung was hit, and at most one bump of the version (spend_totals.note_crossings).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,63 +50,56 @@ def too_many_message(count: int) -> str:
 _COLUMNS = ENTRY_FIELDS
 
 
-# PostgreSQL types of `_COLUMNS`, to read the rows back from one JSON document.
-_PG_TYPES = (
-    "varchar",
-    "varchar",
-    "varchar",
-    "varchar",
-    "numeric",
-    "boolean",
-    "numeric",
-    "numeric",
-    "bigint",
-    "bigint",
-    "varchar",
-    "timestamptz",
-    "timestamptz",
-)
+def _row(entry: SpendEntry) -> tuple[Any, ...]:
+    # In `_COLUMNS`' order; psycopg adapts each value by its type (exact decimals,
+    # instants with their offset).
+    return (
+        entry.request_id,
+        entry.connection_id,
+        entry.provider,
+        entry.model,
+        entry.cost_usd,
+        entry.is_cost_computed,
+        entry.billed_usd,
+        entry.list_price_usd,
+        entry.input_tokens,
+        entry.output_tokens,
+        entry.rung,
+        entry.occurred_at,
+        entry.recorded_at,
+    )
 
 
-def _json_row(entry: SpendEntry) -> dict[str, Any]:
-    # Exact decimals and instants with their offset travel as text, read by the column
-    # type's own input function.
-    return {
-        "request_id": entry.request_id,
-        "connection_id": entry.connection_id,
-        "provider": entry.provider,
-        "model": entry.model,
-        "cost_usd": str(entry.cost_usd),
-        "is_cost_computed": entry.is_cost_computed,
-        "billed_usd": str(entry.billed_usd),
-        "list_price_usd": str(entry.list_price_usd),
-        "input_tokens": entry.input_tokens,
-        "output_tokens": entry.output_tokens,
-        "rung": entry.rung,
-        "occurred_at": entry.occurred_at.isoformat(),
-        "recorded_at": entry.recorded_at.isoformat(),
-    }
+def _copy_in(sql: str, rows: list[tuple[Any, ...]]) -> None:
+    """`COPY ... FROM STDIN` of these rows, as one statement of the connection's: its
+    errors are Django's (a unique violation an IntegrityError, a lost server an
+    OperationalError the API answers 503), and it is logged as any query is (the tests'
+    query counts see it)."""
+    with connection.cursor() as cursor:
+        start = time.monotonic()
+        with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+        if connection.queries_logged:
+            elapsed = time.monotonic() - start
+            connection.queries_log.append(
+                {"sql": f"{sql} -- {len(rows)} rows", "time": f"{elapsed:.3f}"}
+            )
 
 
 def _bulk_insert(entries: list[SpendEntry], now: datetime) -> None:
-    """One INSERT of all the entries. bulk_create spends most of a 1,000-entry batch
-    preparing each field of each row, and a statement of 11,000 placeholders most of
-    the rest being parsed, so PostgreSQL gets the rows as one JSON parameter
-    (`jsonb_to_recordset`), other backends a multi-row VALUES adapted by the backend."""
+    """One statement of all the entries. bulk_create spends most of a 1,000-entry batch
+    preparing each field of each row, and a statement of 13,000 placeholders most of
+    the rest being parsed, so PostgreSQL gets the rows by COPY (half the time of the
+    rows as one JSON document read by `jsonb_to_recordset`, its former way), other
+    backends a multi-row VALUES adapted by the backend."""
     ops = connection.ops
     for entry in entries:
         entry.recorded_at = now
     table = ops.quote_name(SpendEntry._meta.db_table)
     columns = ", ".join(ops.quote_name(column) for column in _COLUMNS)
     if connection.vendor == "postgresql":
-        rows = json.dumps([_json_row(entry) for entry in entries])
-        record = ", ".join(f"{c} {kind}" for c, kind in zip(_COLUMNS, _PG_TYPES, strict=True))
-        sql = (
-            f"INSERT INTO {table} ({columns}) SELECT {columns} "
-            f"FROM jsonb_to_recordset(%s::jsonb) AS row({record})"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [rows])
+        _copy_in(f"COPY {table} ({columns}) FROM STDIN", [_row(entry) for entry in entries])
         return
     adapt_time = ops.adapt_datetimefield_value
     adapt_cost = ops.adapt_decimalfield_value

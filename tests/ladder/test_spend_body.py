@@ -1,5 +1,5 @@
-"""The spend answer built by hand (spend_answers.entry_out, spend_body) is SpendOut's,
-as the endpoint renders it, for any ledger entry."""
+"""The spend answers built by hand (spend_answers.entry_out, spend_body, batch_body) are
+SpendOut's and SpendBatchOut's, as the endpoint renders them, for any ledger entry."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db.models.signals import post_init
 from hypothesis import given
 from hypothesis import strategies as st
 from ninja.responses import NinjaJSONEncoder
 
 from ladder.models import SpendEntry
-from ladder.schemas import SpendOut
+from ladder.schemas import SpendBatchOut, SpendOut
 from ladder.services.spend import unsaved_entry
-from ladder.spend_answers import entry_out, spend_body
+from ladder.services.spend_batch import SpendBatch
+from ladder.spend_answers import batch_body, entry_error, entry_out, spend_body
 
 money = st.decimals(min_value=0, max_value=Decimal("99999999.99999999"), places=8)
 tokens = st.none() | st.integers(min_value=0, max_value=10**12)
@@ -110,4 +112,82 @@ def test_an_unsaved_entry_built_positionally_is_the_keyword_built_one() -> None:
     fast, slow = unsaved_entry(values), SpendEntry(**values)
     names = [field.attname for field in SpendEntry._meta.concrete_fields]
     assert [getattr(fast, name) for name in names] == [getattr(slow, name) for name in names]
-    assert (fast.pk, fast.recorded_at, fast._state.adding) == (None, None, True)
+    assert sorted(fast.__dict__) == sorted(slow.__dict__)
+    assert (fast.pk, fast.recorded_at, fast._state.adding, fast._state.db) == (
+        None,
+        None,
+        True,
+        None,
+    )
+
+
+def test_an_unsaved_entry_sends_the_init_signals_while_something_listens() -> None:
+    seen: list[str] = []
+
+    def listen(sender: Any, instance: SpendEntry, **kwargs: Any) -> None:
+        seen.append(instance.request_id)
+
+    post_init.connect(listen, sender=SpendEntry)
+    try:
+        entry = unsaved_entry({"request_id": "heard", "rung": "cheap"})
+    finally:
+        post_init.disconnect(listen, sender=SpendEntry)
+    quiet = unsaved_entry({"request_id": "unheard", "rung": "cheap"})
+
+    assert (seen, entry.rung, entry.pk, quiet.request_id) == (["heard"], "cheap", None, "unheard")
+
+
+def _entry(rung: str, cost: Decimal, occurred_at: datetime, tokens: int | None) -> SpendEntry:
+    return SpendEntry(
+        request_id=f"r-{cost}",
+        connection_id="openai-key",
+        provider="openai",
+        model="gpt-4o-mini",
+        cost_usd=cost,
+        billed_usd=cost,
+        list_price_usd=cost,
+        input_tokens=tokens,
+        output_tokens=None,
+        rung=rung,
+        occurred_at=occurred_at,
+    )
+
+
+error_slot = st.builds(
+    entry_error,
+    st.integers(min_value=0, max_value=999),
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "loc": st.lists(st.text(max_size=12) | st.integers(0, 5), max_size=3),
+                "msg": st.text(max_size=40),
+                "type": st.text(max_size=20),
+            }
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+entry_slot = st.builds(
+    lambda *args: entry_out(_entry(*args)),
+    st.sampled_from(["subscription", "free", "cheap", "premium"]),
+    money,
+    moment,
+    tokens,
+)
+
+
+@given(
+    created=st.integers(min_value=0, max_value=1000),
+    duplicates=st.integers(min_value=0, max_value=1000),
+    results=st.lists(entry_slot | error_slot, max_size=8),
+)
+def test_the_hand_built_batch_answer_is_the_schemas(
+    created: int, duplicates: int, results: list[Any]
+) -> None:
+    batch = SpendBatch([], created, duplicates)
+    body = {"created": created, "duplicates": duplicates, "results": results}
+
+    rendered = json.dumps(SpendBatchOut.model_validate(body).model_dump(), cls=NinjaJSONEncoder)
+
+    assert batch_body(batch, results) == rendered.encode()
