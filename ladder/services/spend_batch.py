@@ -76,6 +76,7 @@ def _copy_in(sql: str, rows: list[tuple[Any, ...]]) -> None:
     OperationalError the API answers 503), and it is logged as any query is (the tests'
     query counts see it)."""
     with connection.cursor() as cursor:
+        connection.validate_no_broken_transaction()  # as the cursor's own execute does
         start = time.monotonic()
         with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
             for row in rows:

@@ -337,3 +337,34 @@ def test_a_single_spend_report_costs_the_token_and_its_writes_only(
         response = api("post", "/api/v1/spend", gateway, entry("hot", None, input_tokens=10))
 
     assert (response.status_code, response.json()["rung"]) == (201, "cheap")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_insert_cut_by_the_statement_timeout_is_djangos_error_and_stores_nothing(
+    gateway: str,
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY and lock modes are PostgreSQL's")
+    import psycopg
+    from django.db import OperationalError
+
+    from tests.integration.harness import database_url
+
+    inputs = [
+        services.SpendInput(f"cut-{n}", "openai-key", "openai", "gpt-4o-mini", Decimal(1))
+        for n in range(3)
+    ]
+    # Another session holds a lock that lets the batch read the ledger but not write it.
+    with psycopg.connect(database_url(), autocommit=False) as other:
+        other.execute("LOCK TABLE ladder_spendentry IN SHARE MODE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 300")
+        try:
+            with pytest.raises(OperationalError):  # Django's: the API answers it 503
+                services.record_spend_batch(inputs)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+        other.rollback()
+
+    assert (stored_ids(), SpendDayTotal.objects.count()) == ([], 0)
