@@ -39,3 +39,9 @@ def refuse_bad_ids(field: str, ids: Iterable[str | None]) -> None:
     """ValidationError naming `field` when any id breaks the connection id rule."""
     if any(i is not None and not is_connection_id(i) for i in ids):
         raise ValidationError({field: [CONNECTION_ID_MESSAGE]})
+
+
+def refuse_bad_id(field: str, connection_id: str) -> None:
+    """`refuse_bad_ids` of one id (a spend report's, checked per batch entry)."""
+    if not is_connection_id(connection_id):
+        raise ValidationError({field: [CONNECTION_ID_MESSAGE]})

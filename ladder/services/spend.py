@@ -23,7 +23,7 @@ from billing.models import ChangeCounter
 from ladder import core
 from ladder.core import LadderConfig, Rung, RungSpend
 from ladder.models import Connection, SpendEntry
-from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_ids
+from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_id
 from ladder.services.config import load_config
 from ladder.services.decisions import Snapshot, cached_snapshot, current_snapshot
 from ladder.services.spend_totals import (
@@ -176,7 +176,7 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
     """The ledger row of a report not seen before, unsaved (no query), or
     ValidationError: the cost (computed on the snapshot's prices when null) and the
     date checked."""
-    refuse_bad_ids("connection_id", [data.connection_id])
+    refuse_bad_id("connection_id", data.connection_id)
     validate_occurred_at(data.occurred_at, now, snapshot.config)
     provider = snapshot.catalog.provider_id(data.provider)
     cost = data.cost_usd
@@ -223,7 +223,9 @@ def unsaved_entry(values: dict[str, Any]) -> SpendEntry:
     batch entry's cost; the attributes set at once cost a ninth of even the positional
     path. That path is kept while anything listens to the model's init signals, which
     setting the attributes would not send (nothing does)."""
-    if pre_init.has_listeners(SpendEntry) or post_init.has_listeners(SpendEntry):
+    if (pre_init.receivers or post_init.receivers) and (
+        pre_init.has_listeners(SpendEntry) or post_init.has_listeners(SpendEntry)
+    ):
         build: Any = SpendEntry  # django-stubs types a model's keyword construction only
         built: SpendEntry = build(**values)
         return built
@@ -244,7 +246,7 @@ def record_spend(
     transaction, three queries in all on a budgeted rung and two on any other, whatever
     the price catalog holds, and the change version moves only when the entry takes a
     rung's window to its budget (decided after the commit: spend_totals.note_crossings)."""
-    refuse_bad_ids("connection_id", [data.connection_id])
+    refuse_bad_id("connection_id", data.connection_id)
     now = now or timezone.now()
     snapshot = current_snapshot(counters[0]) if counters is not None else current_spend_snapshot()
     billing = billing_of_cached(data.connection_id, counters)
@@ -287,7 +289,7 @@ def prepare_cached_spend(
     when this process has not cached the snapshot or the connection's billing for these
     counters (the caller then calls `record_spend`). ValidationError as `record_spend`
     refuses a report (which it answers as stored when its request id was seen)."""
-    refuse_bad_ids("connection_id", [data.connection_id])
+    refuse_bad_id("connection_id", data.connection_id)
     snapshot = cached_snapshot(counters[0])
     found, billing = cached_billing(data.connection_id, counters)
     if snapshot is None or not found:
