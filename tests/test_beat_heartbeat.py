@@ -4,10 +4,7 @@ reported by /readyz, the overview banner and /metrics, at an injected `now`."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -19,10 +16,10 @@ from omniroute_admin import dashboard, ops
 from omniroute_admin.celery import app as celery_app
 from tests.ladder.factories import NOW
 from tests.pages import parse
+from tests.processes import DJANGO_SETUP, run_python
 from tests.test_ops import FakeBroker
 from tests.worlds import signed_in
 
-ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 30.0  # the default: 3 beat periods of 10 s
 
 
@@ -228,20 +225,8 @@ def test_the_metrics_endpoint_exposes_the_beat_gauges() -> None:
 
 def test_a_heartbeat_limit_within_one_beat_period_stops_start_up() -> None:
     env = {**os.environ, "QUOTA_BEAT_SECONDS": "10", "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "10"}
-    setup = (
-        "import django, os; "
-        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); "
-        "django.setup()"
-    )
 
-    result = subprocess.run(
-        [sys.executable, "-c", setup],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["-c", DJANGO_SETUP], env)
 
     assert result.returncode != 0
     assert "BEAT_HEARTBEAT_MAX_AGE_SECONDS must be longer than QUOTA_BEAT_SECONDS" in result.stderr

@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SETUP = (
-    "import django, os; "
-    "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); "
-    "django.setup()"
-)
+from tests.processes import DJANGO_SETUP, run_python
 
 
 def test_check_deploy_is_clean_with_production_settings() -> None:
@@ -25,14 +17,7 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
         "DJANGO_ALLOWED_HOSTS": "omniroute.example.com",
     }
 
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], env)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -42,18 +27,7 @@ def test_the_development_secret_key_is_refused_when_debug_is_off() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
     env["DJANGO_DEBUG"] = "false"
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SETUP,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["-c", DJANGO_SETUP], env)
 
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off" in result.stderr
@@ -62,18 +36,7 @@ def test_the_development_secret_key_is_refused_when_debug_is_off() -> None:
 def test_a_malformed_setting_stops_start_up_with_its_name() -> None:
     env = {**os.environ, "QUOTA_BEAT_SECONDS": "often"}
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SETUP,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["-c", DJANGO_SETUP], env)
 
     assert result.returncode != 0
     assert "QUOTA_BEAT_SECONDS has an invalid value" in result.stderr

@@ -4,31 +4,21 @@ tick's messages are all taken within their one-period expiry (omniroute_admin/se
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.processes import DJANGO_SETUP, run_python
+
 READ_POLL = (
-    "import django, os; "
-    "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'omniroute_admin.settings'); "
-    "django.setup(); "
-    "from omniroute_admin.celery import app; "
-    "print(app.connection().transport.polling_interval)"
+    DJANGO_SETUP
+    + "; from omniroute_admin.celery import app"
+    + "; print(app.connection().transport.polling_interval)"
 )
 
 
 def _polling_interval(tmp_path: Path, **extra: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
     env.update({"CELERY_FILESYSTEM_BROKER_DIR": str(tmp_path / "broker"), **extra})
-    result = subprocess.run(
-        [sys.executable, "-c", READ_POLL],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_python(["-c", READ_POLL], env)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
