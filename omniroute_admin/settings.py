@@ -269,6 +269,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 FILESYSTEM_BROKER_POLL_SECONDS: float = _typed(
     "CELERY_FILESYSTEM_BROKER_POLL_SECONDS", env.float, 0.1
 )
+if not FILESYSTEM_BROKER_POLL_SECONDS > 0:  # 0 would list the folder without pause
+    raise ImproperlyConfigured("CELERY_FILESYSTEM_BROKER_POLL_SECONDS must be more than 0.")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
     {
         "data_folder_in": str(BROKER_DIR),

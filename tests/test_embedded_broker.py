@@ -31,3 +31,13 @@ def test_the_filesystem_worker_looks_at_its_folder_ten_times_a_second(tmp_path: 
 
 def test_the_filesystem_poll_is_a_setting(tmp_path: Path) -> None:
     assert _polling_interval(tmp_path, CELERY_FILESYSTEM_BROKER_POLL_SECONDS="0.25") == "0.25"
+
+
+def test_a_filesystem_poll_of_zero_stops_start_up() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
+    env["CELERY_FILESYSTEM_BROKER_POLL_SECONDS"] = "0"
+
+    result = run_python(["-c", DJANGO_SETUP], env)
+
+    assert result.returncode != 0
+    assert "CELERY_FILESYSTEM_BROKER_POLL_SECONDS must be more than 0." in result.stderr
