@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from subprocess import CompletedProcess
 
 from tests.processes import DJANGO_SETUP, run_python
 
@@ -15,10 +16,15 @@ READ_POLL = (
 )
 
 
-def _polling_interval(tmp_path: Path, **extra: str) -> str:
+def _start(code: str, tmp_path: Path, **extra: str) -> CompletedProcess[str]:
+    """`code` in a fresh process on the filesystem broker (in `tmp_path`), with `extra`."""
     env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
     env.update({"CELERY_FILESYSTEM_BROKER_DIR": str(tmp_path / "broker"), **extra})
-    result = run_python(["-c", READ_POLL], env)
+    return run_python(["-c", code], env)
+
+
+def _polling_interval(tmp_path: Path, **extra: str) -> str:
+    result = _start(READ_POLL, tmp_path, **extra)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -33,11 +39,8 @@ def test_the_filesystem_poll_is_a_setting(tmp_path: Path) -> None:
     assert _polling_interval(tmp_path, CELERY_FILESYSTEM_BROKER_POLL_SECONDS="0.25") == "0.25"
 
 
-def test_a_filesystem_poll_of_zero_stops_start_up() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "CELERY_BROKER_URL"}
-    env["CELERY_FILESYSTEM_BROKER_POLL_SECONDS"] = "0"
-
-    result = run_python(["-c", DJANGO_SETUP], env)
+def test_a_filesystem_poll_of_zero_stops_start_up(tmp_path: Path) -> None:
+    result = _start(DJANGO_SETUP, tmp_path, CELERY_FILESYSTEM_BROKER_POLL_SECONDS="0")
 
     assert result.returncode != 0
     assert "CELERY_FILESYSTEM_BROKER_POLL_SECONDS must be more than 0." in result.stderr

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -50,24 +51,9 @@ def too_many_message(count: int) -> str:
 _COLUMNS = ENTRY_FIELDS
 
 
-def _row(entry: SpendEntry) -> tuple[Any, ...]:
-    # In `_COLUMNS`' order; psycopg adapts each value by its type (exact decimals,
-    # instants with their offset).
-    return (
-        entry.request_id,
-        entry.connection_id,
-        entry.provider,
-        entry.model,
-        entry.cost_usd,
-        entry.is_cost_computed,
-        entry.billed_usd,
-        entry.list_price_usd,
-        entry.input_tokens,
-        entry.output_tokens,
-        entry.rung,
-        entry.occurred_at,
-        entry.recorded_at,
-    )
+# A row's values in `_COLUMNS`' order (the columns are the fields' own names); psycopg
+# adapts each by its type (exact decimals, instants with their offset).
+_row = attrgetter(*_COLUMNS)
 
 
 def _copy_in(sql: str, rows: list[tuple[Any, ...]]) -> None:
