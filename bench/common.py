@@ -146,6 +146,8 @@ def start_server(
     )
     if output:
         output.close()  # the server holds its own copy
+    global _server_pid
+    _server_pid = process.pid
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -157,6 +159,34 @@ def start_server(
             time.sleep(0.1)
     process.kill()
     raise SystemExit(f"{server} did not start")
+
+
+# The process start_server started last (its workers are its children).
+_server_pid: int | None = None
+
+
+def server_cpu_ms() -> dict[int, float]:
+    """CPU time so far (user + system, ms) of each worker process of the running server
+    (the children of the process start_server started; that process itself when it has
+    none). Which workers a phase's connections landed on shows in how this grows: a
+    gunicorn or uvicorn worker takes the connections it accepts for their lifetime, and
+    one process runs its Python on one core at a time."""
+    if _server_pid is None:
+        return {}
+    cpu: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # After the command: state, ppid, ..., utime and stime (fields 14 and 15 of stat).
+        pid = int(stat.parent.name)
+        if int(fields[1]) == _server_pid or pid == _server_pid:
+            cpu[pid] = (int(fields[11]) + int(fields[12])) * 1000 / ticks
+    if len(cpu) > 1:
+        cpu.pop(_server_pid, None)  # the master only supervises
+    return cpu
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:
@@ -300,15 +330,24 @@ def measured(
     connections), then for `duration`: the steady state's figures, by name."""
     results: dict[str, dict[str, float]] = {}
     for length in (warmup, duration) if warmup > 0 else (duration,):
-        before = stall_meter()
+        before, cpu_before = stall_meter(), server_cpu_ms()
+        started_at = time.monotonic()
         started = {
             name: wrk_start(path, duration=length, **options)
             for name, (path, options) in runs.items()
         }
         results = {name: wrk_result(process) for name, process in started.items()}
         stalls = {key: value - before[key] for key, value in stall_meter().items()}
+        elapsed_ms = (time.monotonic() - started_at) * 1000
+        cpu = server_cpu_ms()
+        # Each worker's share of one core over the run, busiest first (worker_1_cpu_pct...).
+        busy = sorted(
+            (100 * (ms - cpu_before.get(pid, 0.0)) / elapsed_ms for pid, ms in cpu.items()),
+            reverse=True,
+        )
         for figures in results.values():
             figures.update(stalls)
+            figures.update({f"worker_{rank}_cpu_pct": pct for rank, pct in enumerate(busy, 1)})
     return results
 
 
@@ -348,13 +387,14 @@ def row(name: str, result: Mapping[str, float], health: float | None) -> str:
         f"{name:<34} {result['rps']:>9.0f} {result['p50_ms']:>8.2f} {result['p99_ms']:>8.2f} "
         f"{int(result['non_2xx'] + result['errors']):>8} {ratio} "
         f"{int(result.get('checkpoints', 0)):>5} {result.get('io_stall_ms', 0):>8.0f} "
-        f"{result.get('steal_ms', 0):>8.0f}"
+        f"{result.get('steal_ms', 0):>8.0f} "
+        f"{'/'.join(f'{result[key]:.0f}' for key in result if key.startswith('worker_')):>11}"
     )
 
 
 HEADER = (
     f"{'':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'of healthz':>10} "
-    f"{'ckpt':>5} {'io ms':>8} {'steal ms':>8}"
+    f"{'ckpt':>5} {'io ms':>8} {'steal ms':>8} {'workers %':>11}"
 )
 
 

@@ -4,7 +4,7 @@ SpendOut's and SpendBatchOut's, as the endpoint renders them, for any ledger ent
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -15,9 +15,9 @@ from ninja.responses import NinjaJSONEncoder
 
 from ladder.models import SpendEntry
 from ladder.schemas import SpendBatchOut, SpendOut
-from ladder.services.spend import unsaved_entry
+from ladder.services.spend import SpendInput, unsaved_entry
 from ladder.services.spend_batch import SpendBatch
-from ladder.spend_answers import batch_body, entry_error, entry_out, spend_body
+from ladder.spend_answers import batch_body, batch_results, entry_error, entry_out, spend_body
 
 money = st.decimals(min_value=0, max_value=Decimal("99999999.99999999"), places=8)
 tokens = st.none() | st.integers(min_value=0, max_value=10**12)
@@ -191,3 +191,42 @@ def test_the_hand_built_batch_answer_is_the_schemas(
     rendered = json.dumps(SpendBatchOut.model_validate(body).model_dump(), cls=NinjaJSONEncoder)
 
     assert batch_body(batch, results) == rendered.encode()
+
+
+zones = st.sampled_from([UTC, timezone(timedelta(hours=1)), timezone(timedelta(hours=-5))])
+shared = datetime(2026, 12, 2, 8, 0, 0, 250000, tzinfo=UTC)
+
+
+@given(
+    moments=st.lists(
+        st.tuples(st.sampled_from([shared, shared.replace(microsecond=0)]) | moment, zones).map(
+            lambda pair: pair[0].astimezone(pair[1])
+        ),
+        max_size=8,
+    ),
+    cost=money,
+)
+def test_a_batchs_results_format_each_instant_as_the_renderer_does(
+    moments: list[datetime], cost: Decimal
+) -> None:
+    # Instants repeat (one is shared) and equal instants come in other zones: each is
+    # formatted once and written as the renderer writes it.
+    entries = [_entry("cheap", cost, moment, None) for moment in moments]
+    parsed: list[Any] = [
+        SpendInput(request_id=e.request_id, connection_id="c", provider="p", model="m")
+        for e in entries
+    ]
+    batch = SpendBatch(list(entries), len(entries), 0)
+
+    results = batch_results(parsed, batch)
+    rendered = json.dumps(
+        SpendBatchOut.model_validate(
+            {"created": len(entries), "duplicates": 0, "results": [entry_out(e) for e in entries]}
+        ).model_dump(),
+        cls=NinjaJSONEncoder,
+    )
+
+    assert batch_body(batch, results) == rendered.encode()
+    assert [r["occurred_at"] for r in results] == [
+        json.loads(json.dumps(m, cls=NinjaJSONEncoder)) for m in moments
+    ]
