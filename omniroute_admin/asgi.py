@@ -1,6 +1,6 @@
 """ASGI entry point, the production server (docs/HOT_PATH.md, "The change feed"):
 
-    gunicorn omniroute_admin.asgi:application -k uvicorn_worker.UvicornWorker --workers N
+    gunicorn omniroute_admin.asgi:application -k omniroute_admin.workers.UvicornWorker
 
 Every request runs the WSGI application (the pool fast lane in front of Django, exactly
 as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, the fast
@@ -9,7 +9,9 @@ A change-feed answer that asks to be held (omniroute_admin.change_feed) is then 
 the event loop: the thread is back in the pool at once, and a gateway long-polling the
 feed costs one coroutine and one socket, never a thread or a database connection. On
 PostgreSQL a cached pool answer and a good spend report are made on the event loop
-itself, with no thread at all (omniroute_admin.loop_lane)."""
+itself, with no thread at all (omniroute_admin.loop_lane). Every answer may close its
+connection, when this worker holds more than its share of the host's (omniroute_admin.
+workers)."""
 
 from __future__ import annotations
 
@@ -29,13 +31,14 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
-from omniroute_admin import change_feed, loop_lane
+from omniroute_admin import change_feed, loop_lane, workers
 from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
 from omniroute_admin.fast_lane import POOLS_PREFIX, SPEND_PATH
 
 Scope = dict[str, Any]
 Receive = Any
 Send = Any
+Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
 class BufferedWSGI:
@@ -65,11 +68,14 @@ class BufferedWSGI:
 
     async def respond(self, environ: dict[str, Any], send: Send) -> None:
         """Run the app for `environ` on a pool thread and send its answer."""
-        loop = asyncio.get_running_loop()
-        reply = await loop.run_in_executor(self.executor, self._call, environ)
-        await send_reply(send, reply)
+        await send_reply(send, await self.reply(environ))
 
-    def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    async def reply(self, environ: dict[str, Any]) -> Reply:
+        """The app's answer to `environ`, run on a pool thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self._call, environ)
+
+    def _call(self, environ: dict[str, Any]) -> Reply:
         started: list[Any] = []
         chunks: list[bytes] = []
 
@@ -93,8 +99,10 @@ def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
     return environ
 
 
-async def send_reply(send: Send, reply: tuple[int, list[tuple[bytes, bytes]], bytes]) -> None:
+async def send_reply(send: Send, reply: Reply) -> None:
+    """Send an answer, closing its connection when this worker is over its share."""
     status, headers, content = reply
+    headers = workers.closing(headers)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 
@@ -149,29 +157,14 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
 
 async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
     """The feed through the WSGI application; its answer held here when it asks."""
-    messages: list[dict[str, Any]] = []
-
-    async def keep(message: dict[str, Any]) -> None:
-        messages.append(message)
-
-    await _wsgi(scope, receive, keep)
-    start, *body = messages
-    headers = [(n.decode("latin1"), v.decode("latin1")) for n, v in start["headers"]]
-    headers, hold = take_hold(headers)
-    if hold is None:
-        content = b"".join(m.get("body", b"") for m in body)
-    else:
+    status, encoded, content = await _wsgi.reply(environ_of(scope, await _body(scope, receive)))
+    headers, hold = take_hold([(n.decode("latin1"), v.decode("latin1")) for n, v in encoded])
+    if hold is not None:
         after, wait = hold
         content = version_body(await _held(receive, after, wait) or after)
         headers = with_body(headers, content)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": start["status"],
-            "headers": [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers],
-        }
-    )
-    await send({"type": "http.response.body", "body": content})
+    encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
+    await send_reply(send, (status, encoded, content))
 
 
 async def _held(receive: Receive, after: tuple[int, int], wait: float) -> Any:

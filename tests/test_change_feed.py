@@ -289,6 +289,29 @@ def test_asgi_holds_a_feed_answer_and_sends_the_new_version(hub: FakeHub) -> Non
 
 
 @pytest.mark.django_db(transaction=True)
+def test_asgi_answers_close_their_connection_while_this_worker_is_over_its_share(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omniroute_admin import workers
+
+    table = workers.SlotTable(size=2)
+    mine = workers.Balancer(table, table.claim(), {object(), object()})
+    other = workers.Balancer(table, table.claim(), set())
+    other.publish()
+    monkeypatch.setattr(workers, "balancer", mine)
+    token = make_token()
+    config, state = billing_services.change_counters()
+    hub.answer = (config + 1, state)
+    held = _asgi(f"{FEED}?after={config}.{state}&wait=30", token)
+    plain = _asgi("/healthz")
+    assert [held.headers.get("connection"), plain.headers.get("connection")] == ["close"] * 2
+    assert mine.closed == 2
+    mine.connections.pop()  # one each: balanced
+    assert "connection" not in _asgi("/healthz").headers
+    assert mine.closed == 2
+
+
+@pytest.mark.django_db(transaction=True)
 def test_asgi_feed_errors_are_the_api_s(hub: FakeHub) -> None:
     assert _asgi(f"{FEED}?wait=5").status_code == 401
     assert _asgi(f"{FEED}?wait=99", make_token()).status_code == 422

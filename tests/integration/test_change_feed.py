@@ -27,7 +27,7 @@ from tests.integration.harness import ROOT, Answer, database_url, http_call, wai
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-ASGI = ["omniroute_admin.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+ASGI = ["omniroute_admin.asgi:application", "-k", "omniroute_admin.workers.UvicornWorker"]
 GTHREAD = ["omniroute_admin.wsgi:application", "--threads", "6"]
 
 
