@@ -93,6 +93,32 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
+def server_env(**extra: str) -> dict[str, str]:
+    """The environment of a server process under test: this one's (pytest's own
+    variables left out) on the test database, production-like settings, and a request
+    deadline no loaded machine turns into a 503; `extra` on top."""
+    import os
+
+    from tests.conftest import TEST_CREDENTIAL_KEY
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(
+        {
+            "DATABASE_URL": database_url(),
+            "OMNIROUTE_CREDENTIAL_KEY": TEST_CREDENTIAL_KEY,
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "integration-" + "s" * 50,
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DJANGO_SECURE_SSL_REDIRECT": "false",
+            "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "600",
+            "API_REQUEST_DEADLINE_SECONDS": "10",
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
+    )
+    return env
+
+
 class Worker:
     """A `celery -A omniroute_admin worker --beat` subprocess."""
 

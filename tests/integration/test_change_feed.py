@@ -22,8 +22,7 @@ from billing.services.counters import CHANGE_CHANNEL
 from ladder import services
 from ladder.models import ApiToken
 from ladder.tokens import create_token
-from tests.conftest import TEST_CREDENTIAL_KEY
-from tests.integration.harness import ROOT, Answer, database_url, http_call, wait_until
+from tests.integration.harness import ROOT, Answer, http_call, server_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -45,23 +44,8 @@ class FeedServer:
         self.url = ""
         self.log: list[str] = []
         self.listening = threading.Event()
-        env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PYTEST")}
-        env.update(
-            {
-                "DATABASE_URL": database_url(),
-                "OMNIROUTE_CREDENTIAL_KEY": TEST_CREDENTIAL_KEY,
-                "DJANGO_DEBUG": "false",
-                "DJANGO_SECRET_KEY": "integration-" + "s" * 50,
-                "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-                "DJANGO_SECURE_SSL_REDIRECT": "false",
-                "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "600",
-                # A loaded machine must not turn a slow answer into a 503 here.
-                "API_REQUEST_DEADLINE_SECONDS": "10",
-                # Longer than any wait here: only the NOTIFY of the write can wake one.
-                "CHANGE_FEED_RESYNC_SECONDS": "600",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        # Longer than any wait here: only the NOTIFY of the write can wake one.
+        env = server_env(CHANGE_FEED_RESYNC_SECONDS="600")
         argv = [sys.executable, "-m", "gunicorn", *kind, "--bind", "127.0.0.1:0"]
         argv += ["--workers", "1", "--graceful-timeout", "2", "--log-level", "info"]
         self.process = subprocess.Popen(

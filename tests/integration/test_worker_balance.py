@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from tests.conftest import TEST_CREDENTIAL_KEY
-from tests.integration.harness import _Process, child_pids, database_url, wait_until
+from tests.integration.harness import _Process, child_pids, server_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -29,20 +28,7 @@ class Server(_Process):
     def __init__(self, workers: int) -> None:
         self.port = 0
         self.listening = threading.Event()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env.update(
-            {
-                "DATABASE_URL": database_url(),
-                "OMNIROUTE_CREDENTIAL_KEY": TEST_CREDENTIAL_KEY,
-                "DJANGO_DEBUG": "false",
-                "DJANGO_SECRET_KEY": "integration-" + "s" * 50,
-                "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-                "DJANGO_SECURE_SSL_REDIRECT": "false",
-                "BEAT_HEARTBEAT_MAX_AGE_SECONDS": "600",
-                "API_REQUEST_DEADLINE_SECONDS": "10",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        env = server_env()
         argv = [sys.executable, "-m", "gunicorn", "omniroute_admin.asgi:application"]
         argv += ["-k", WORKER_CLASS, "--bind", "127.0.0.1:0", "--workers", str(workers)]
         argv += ["--graceful-timeout", "2", "--log-level", "info"]
