@@ -24,6 +24,10 @@ from typing import Any
 
 from a2wsgi.wsgi import build_environ
 
+# Before the server's startup heap is frozen (omniroute_admin.wsgi, last): the worker
+# class's module, which gunicorn's master has imported already, and uvicorn's server.
+from omniroute_admin import workers
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
 from django.conf import settings
@@ -31,7 +35,7 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
-from omniroute_admin import change_feed, loop_lane, workers
+from omniroute_admin import change_feed, loop_lane
 from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
 from omniroute_admin.fast_lane import POOLS_PREFIX, SPEND_PATH
 
