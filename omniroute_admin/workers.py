@@ -122,7 +122,8 @@ class Balancer:
         more than its share. Publishes this worker's count first."""
         mine = len(self.connections)
         self.table.publish(self.slot, mine)
-        if over_share(mine, self.table.live_counts()):
+        # One connection is never over a share (at least one): no scan of the table.
+        if mine > 1 and over_share(mine, self.table.live_counts()):
             self.closed += 1
             return True
         return False

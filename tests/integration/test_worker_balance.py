@@ -10,12 +10,17 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.client import HTTPConnection
-from pathlib import Path
 
 import pytest
 from django.db import connections
 
-from tests.integration.harness import _Process, child_pids, server_env, wait_until
+from tests.integration.harness import (
+    _Process,
+    child_pids,
+    pid_connected_to,
+    server_env,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -47,25 +52,6 @@ class Server(_Process):
 
 def _exactly(pids: list[int], count: int) -> list[int] | None:
     return pids if len(pids) == count else None
-
-
-def serving_pid(client_port: int, among: list[int]) -> int | None:
-    """Which of these processes holds the server side of the connection from
-    127.0.0.1:`client_port` (/proc/net/tcp, then each process's descriptors)."""
-    inodes = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[2].rsplit(":", 1)[1], 16) == client_port and fields[3] == "01":
-            inodes.add(fields[9])
-    for pid in among:
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            try:
-                target = str(fd.readlink())
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                return pid
-    return None
 
 
 def healthz(connection: HTTPConnection) -> bool:
@@ -104,7 +90,7 @@ def test_two_connections_on_one_worker_end_up_on_two(server: Server) -> None:
         for client in clients:
             client.connect()
         wait_until(
-            lambda: all(serving_pid(client_port(c), [first]) == first for c in clients),
+            lambda: all(pid_connected_to(client_port(c), [first]) == first for c in clients),
             timeout=10,
         )
     finally:
@@ -114,7 +100,7 @@ def test_two_connections_on_one_worker_end_up_on_two(server: Server) -> None:
     for _ in range(200):
         for client in clients:
             closed += healthz(client)  # http.client reconnects on the next request
-        holders = [serving_pid(client_port(c), [first, second]) for c in clients if c.sock]
+        holders = [pid_connected_to(client_port(c), [first, second]) for c in clients if c.sock]
         if sorted(h or 0 for h in holders) == sorted([first, second]):
             break
     assert sorted(h or 0 for h in holders) == sorted([first, second])
@@ -139,6 +125,6 @@ def test_one_worker_never_closes_a_connection(server: Server) -> None:
         for client in clients:
             assert healthz(client) is False
     assert [client_port(c) for c in clients] == ports
-    assert [serving_pid(port, [only]) for port in ports] == [only, only, only]
+    assert [pid_connected_to(port, [only]) for port in ports] == [only, only, only]
     for client in clients:
         client.close()
