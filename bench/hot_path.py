@@ -176,6 +176,7 @@ def phase_mixed(run: Run) -> None:
             )
         )
     p, s = both["pools"], both["spend"]
+    print(share_line(p["rps"], s["rps"], h, run.args.connections, run.args.spend_connections))
     errors = sum(int(r["non_2xx"] + r["errors"]) for r in (p, s))
     run.verdict(
         "mixed: pools >= 0.4 x healthz, p99 <= 15 ms",
@@ -188,6 +189,24 @@ def phase_mixed(run: Run) -> None:
         s["rps"] / h >= TARGETS["spend_ratio"] and s["p99_ms"] <= TARGETS["spend_p99_ms"],
     )
     run.verdict("mixed: zero non-2xx", str(errors), errors == 0)
+
+
+def share_line(pools: float, spend: float, health: float, pool_conns: int, spend_conns: int) -> str:
+    """What the mixed run's split asks of the spend target. Each wrk connection sends its
+    next request when its answer arrives, and the server takes its connections in turn,
+    so each class gets about its share of the connections: with the per-connection rates
+    of this run in the same proportion, spend at TARGETS["spend_ratio"] x healthz would
+    come with pools at the printed multiple of healthz (1.0 and more: more than the
+    server answers of anything, let alone beside spend)."""
+    if not (pools and spend and health):
+        return "  per connection: no answers to compare"
+    per_pool, per_spend = pools / pool_conns, spend / spend_conns
+    needed = TARGETS["spend_ratio"] * (per_pool / per_spend) * (pool_conns / spend_conns)
+    return (
+        f"  per connection: pools {per_pool:.0f} req/s, spend {per_spend:.0f} req/s; "
+        f"in that proportion, spend at {TARGETS['spend_ratio']} x healthz comes with "
+        f"pools at {needed:.2f} x healthz"
+    )
 
 
 # --- (b) batch spend --------------------------------------------------------------------
