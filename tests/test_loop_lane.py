@@ -259,6 +259,145 @@ def test_at_most_max_open_connections_and_the_next_work_waits_for_one() -> None:
     assert len(made) == MAX_OPEN
 
 
+class GatedConnect:
+    """Opens FakeConnections, each only once the test lets it (`let(n)`), or fails the
+    next opening with `error`."""
+
+    def __init__(self) -> None:
+        self.made: list[FakeConnection] = []
+        self.gates: list[asyncio.Event] = []
+        self.error: Exception | None = None
+
+    async def __call__(self) -> FakeConnection:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        if self.error is not None:
+            raise self.error
+        self.made.append(FakeConnection(len(self.made) + 1))
+        return self.made[-1]
+
+    def let(self, index: int) -> None:
+        self.gates[index].set()
+
+
+async def _turns(count: int = 5) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def test_a_work_takes_the_first_connection_given_back_not_the_one_still_opening() -> None:
+    """Opening a connection is off the request path: with one connection busy and a
+    second opening slowly, a work takes the busy one as soon as it is given back."""
+
+    async def main() -> Any:
+        connect = GatedConnect()
+        pool = LoopConnections(asyncio.get_running_loop(), connect)
+        first = asyncio.ensure_future(pool.run(_number, 1.0))
+        await _turns()
+        connect.let(0)
+        assert await first == 1
+        release = asyncio.Event()
+        busy = asyncio.ensure_future(pool.run(_answers_once(release), 1.0))
+        await _turns()
+        waiting = asyncio.ensure_future(pool.run(_number, 1.0))
+        await _turns()
+        opening = len(connect.gates)  # the waiting work started a second one opening
+        release.set()
+        answered = await waiting  # the busy connection, given back
+        connect.let(1)
+        await _turns()
+        idle = sorted(c.number for c in pool._idle)
+        return opening, await busy, answered, len(connect.made), idle
+
+    opening, busy, answered, made, idle = asyncio.run(main())
+
+    assert opening == 2
+    assert (busy, answered) == (1, 1)
+    assert made == 2
+    assert idle == [1, 2]  # the late one joined the idle ones, for the next work
+
+
+def test_a_connection_opening_past_the_callers_timeout_is_kept_for_the_next_work() -> None:
+    async def main() -> Any:
+        connect = GatedConnect()
+        pool = LoopConnections(asyncio.get_running_loop(), connect)
+        with pytest.raises(ReadFailed) as failed:
+            await pool.run(_number, 0.01)
+        connect.let(0)  # it opens at last, after its caller gave up
+        await _turns()
+        after = await pool.run(_number, 1.0)
+        return failed.value.detail, str(failed.value), after, len(connect.gates), pool._stuck
+
+    detail, why, after, openings, stuck = asyncio.run(main())
+
+    assert (detail, why) == (DETAIL, "no loop connection was free in time")
+    assert after == 1  # that connection: no second opening, nothing abandoned
+    assert (openings, stuck) == (1, set())
+
+
+def test_a_new_connection_is_warmed_before_it_serves_a_work() -> None:
+    async def main() -> Any:
+        connect = GatedConnect()
+        order: list[str] = []
+
+        async def warm(connection: FakeConnection) -> None:
+            order.append(f"warm {connection.number}")
+
+        async def work(connection: FakeConnection) -> int:
+            order.append(f"work {connection.number}")
+            return connection.number
+
+        pool = LoopConnections(asyncio.get_running_loop(), connect, warm=warm)
+        pending = asyncio.ensure_future(pool.run(work, 1.0))
+        await _turns()
+        connect.let(0)
+        await pending
+        await pool.run(work, 1.0)
+        return order, pool.opened
+
+    order, opened = asyncio.run(main())
+
+    assert order == ["warm 1", "work 1", "work 1"]  # warmed once, when opened
+    assert opened == 1
+
+
+@pytest.mark.parametrize("fails_in", ["connect", "warm"])
+def test_an_opening_that_fails_wakes_its_work_unavailable_and_leaves_nothing_open(
+    fails_in: str,
+) -> None:
+    async def main() -> Any:
+        connect = GatedConnect()
+
+        async def warm(connection: FakeConnection) -> None:
+            if fails_in == "warm" and connection.number == 1:
+                raise OSError("server closed the connection")
+
+        if fails_in == "connect":
+            connect.error = OSError("connection refused")
+        pool = LoopConnections(asyncio.get_running_loop(), connect, warm=warm)
+        pending = asyncio.ensure_future(pool.run(_number, 1.0))
+        await _turns()
+        connect.let(0)
+        with pytest.raises(ReadFailed) as failed:
+            await pending
+        idle = list(pool._idle)
+        connect.error = None
+        again = asyncio.ensure_future(pool.run(_number, 1.0))
+        await _turns()
+        connect.let(1)
+        return failed.value.detail, str(failed.value), idle, await again, connect.made
+
+    detail, why, idle, again, made = asyncio.run(main())
+
+    assert (detail, why) == (UNAVAILABLE_DETAIL, "OSError")
+    assert idle == []  # nothing half-open handed out
+    if fails_in == "warm":
+        assert (made[0].closed, again) == (True, 2)
+    else:
+        assert again == 1  # the next work opens again
+
+
 async def _started(query: ScriptedQuery, index: int) -> None:
     while len(query.started) <= index:
         await asyncio.sleep(0)
@@ -532,6 +671,10 @@ def test_a_database_that_does_not_answer_gets_the_deadline_503_from_the_loop(
 
         monkeypatch.setattr(reader, "_read_on", hanging)
         answer = await client.get(POOL, headers=_auth(plan))
+        # Past its bound (deadline less the hedge) it is given up: at once or a moment
+        # after the answer, by its timer.
+        while reader.connections._late:
+            await asyncio.sleep(0.005)
         stuck = len(reader.connections._stuck)
         hung.set()
         while reader.connections._stuck:
