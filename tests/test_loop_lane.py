@@ -1057,7 +1057,10 @@ def test_no_more_reads_start_than_there_are_reader_connections() -> None:
     before, waited = _reader_run(scenario)
 
     assert before == MAX_READERS == 2
-    assert waited[:2] == [0.01, 0.01]  # started within the hedge of their first request
+    assert waited[0] == 0.01  # at once: the hedge is the least a read is counted to wait
+    # The hedge's timer: at its first request's hedge, however late the loop runs it (on a
+    # busy machine 0.010125 s), and well before the third's.
+    assert 0.01 <= waited[1] < 0.05
     assert waited[2] > 0.05  # started late, so it has that much less time
 
 
