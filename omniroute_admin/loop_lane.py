@@ -211,8 +211,7 @@ class LoopConnections:
                 await self.warm(connection)
         except Exception as error:
             if connection is not None:
-                with contextlib.suppress(Exception):
-                    await connection.close()
+                await _close_quietly(connection)
             async with self._freed:
                 self._open -= 1
                 self._failed_opens += 1
@@ -227,8 +226,7 @@ class LoopConnections:
             return await work(connection), connection
         except BaseException:
             await self._release(None)
-            with contextlib.suppress(Exception):
-                await connection.close()
+            await _close_quietly(connection)
             raise
 
     async def _release(self, connection: Any) -> None:
@@ -267,8 +265,7 @@ class LoopConnections:
 
     async def _close_abandoned(self, connection: Any) -> None:
         await self._release(None)
-        with contextlib.suppress(Exception):
-            await connection.close()
+        await _close_quietly(connection)
 
     async def aclose(self) -> None:
         """Close the idle connections (a test's loop, before it ends)."""
@@ -277,8 +274,7 @@ class LoopConnections:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
         for connection in idle:
-            with contextlib.suppress(Exception):
-                await connection.close()
+            await _close_quietly(connection)
 
 
 class CounterReader:
@@ -371,6 +367,9 @@ class CounterReader:
 
     async def _read_on(self, connection: Any) -> Counters3:
         self.reads += 1
+        return await self._counters_on(connection)
+
+    async def _counters_on(self, connection: Any) -> Counters3:
         cursor = await connection.execute(
             self._sql,
             [ChangeCounter.CONFIG, ChangeCounter.STATE, ChangeCounter.TOKENS],
@@ -383,17 +382,18 @@ class CounterReader:
 
     async def _warm(self, connection: Any) -> None:
         """A new connection's first statement, before it serves a request (not a read)."""
-        cursor = await connection.execute(
-            self._sql,
-            [ChangeCounter.CONFIG, ChangeCounter.STATE, ChangeCounter.TOKENS],
-            prepare=self.connections.prepare,
-        )
-        await cursor.fetchone()
+        await self._counters_on(connection)
 
     async def aclose(self) -> None:
         """Close the connections (a test's loop, before it ends)."""
         await self.connections.aclose()
         await self.writers.aclose()
+
+
+async def _close_quietly(connection: Any) -> None:
+    """Close a connection that is done with, whatever state it is in."""
+    with contextlib.suppress(Exception):
+        await connection.close()
 
 
 async def _connect() -> Any:
