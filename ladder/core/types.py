@@ -229,11 +229,35 @@ class Hysteresis:
 
 @dataclass(frozen=True, slots=True)
 class WindowReading:
-    """One quota window as the provider reports it (remaining percent 0..100)."""
+    """One quota window as the provider reports it (remaining percent 0..100).
+
+    `model_scope`: the model family or id the window binds (a per-model weekly cap);
+    None binds every request on the connection (spec/ladder.md, "Windows scoped to a
+    model")."""
 
     name: str
     remaining_percent: float | None
     reset_at: datetime | None
+    model_scope: str | None = None
+
+
+class OverageSays(StrEnum):
+    """What live billing evidence says about a plan past its limit."""
+
+    CAN_METER = "can_meter"
+    HARD_STOP = "hard_stop"
+
+
+@dataclass(frozen=True, slots=True)
+class OverageEvidence:
+    """What the wire said about billing past the plan's limit (spec/ladder.md, "Billing
+    evidence from the wire"): what, from where (`usage`, `headers` or `push`), when, and
+    the field that said it."""
+
+    says: OverageSays
+    detail: str
+    source: str = ""
+    seen_at: datetime | None = None
 
 
 # A connection never read is in play (since: none).

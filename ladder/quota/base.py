@@ -28,7 +28,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 
 from ladder.core.quota import binding_reading, derive_status
-from ladder.core.types import QuotaStatus, WindowReading
+from ladder.core.types import OverageEvidence, OverageSays, QuotaStatus, WindowReading
 
 from .values import epoch_to_datetime, parse_iso_instant
 
@@ -50,13 +50,15 @@ class ErrorKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ParsedQuota:
-    """A provider's usage, reduced to the binding window plus every window for display."""
+    """A provider's usage, reduced to the binding window plus every window for display,
+    with what it says about billing past the plan's limit (None: nothing)."""
 
     status: QuotaStatus | None
     remaining_percent: float | None
     reset_at: datetime | None
     windows: tuple[WindowReading, ...]
     detail: str = ""
+    evidence: OverageEvidence | None = None
 
 
 class QuotaError(Exception):
@@ -92,7 +94,12 @@ def clamp_percent(value: float) -> float:
 
 
 def make_window(
-    name: str, remaining_percent: float | None, reset_at: datetime | None, now: datetime
+    name: str,
+    remaining_percent: float | None,
+    reset_at: datetime | None,
+    now: datetime,
+    *,
+    model_scope: str | None = None,
 ) -> WindowReading:
     """Build a window: clamp remaining to 0..100; a window whose reset has passed is unknown."""
     if remaining_percent is not None:
@@ -103,7 +110,20 @@ def make_window(
         # that no longer exists (guessing "full" would be invented data), and letting a
         # past reset bind would make the whole reading stale on arrival, forever.
         remaining_percent = None
-    return WindowReading(name=name, remaining_percent=remaining_percent, reset_at=reset_at)
+    return WindowReading(
+        name=name, remaining_percent=remaining_percent, reset_at=reset_at, model_scope=model_scope
+    )
+
+
+def evidence(says_can_meter: bool, detail: str) -> OverageEvidence:
+    """Billing evidence read from a payload or headers (source and time: the shell's)."""
+    says = OverageSays.CAN_METER if says_can_meter else OverageSays.HARD_STOP
+    return OverageEvidence(says=says, detail=detail)
+
+
+def with_evidence(parsed: ParsedQuota, found: OverageEvidence | None) -> ParsedQuota:
+    """The reading carrying its evidence (unchanged when there is none)."""
+    return parsed if found is None else replace(parsed, evidence=found)
 
 
 def describe_window(window: WindowReading) -> str:
@@ -122,7 +142,8 @@ def quota_from_windows(
     is_limit_reached: bool = False,
     empty_detail: str = "the response holds no quota window",
 ) -> ParsedQuota:
-    """Reduce windows to a reading: the binding window decides remaining, reset and status."""
+    """Reduce windows to a reading: the binding window decides remaining, reset and status
+    (among the unscoped windows: a window scoped to a model binds only that model)."""
     windows = tuple(windows)
     binding = binding_reading(windows)
     remaining = None if binding is None else binding.remaining_percent
@@ -245,7 +266,14 @@ class Redactor:
         """Return the reading with its detail and window names scrubbed."""
         # Window names come from the payload (model ids, keys): an echo of the token
         # there would be stored and shown like any other name.
-        windows = tuple(replace(w, name=self.scrub(w.name)) for w in parsed.windows)
+        windows = tuple(
+            replace(
+                w,
+                name=self.scrub(w.name),
+                model_scope=None if w.model_scope is None else self.scrub(w.model_scope),
+            )
+            for w in parsed.windows
+        )
         return replace(parsed, detail=self.scrub(parsed.detail), windows=windows)
 
 

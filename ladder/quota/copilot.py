@@ -8,6 +8,9 @@ Payload: ``quota_snapshots.premium_interactions`` / ``chat`` / ``completions``, 
 ``quota_reset_date`` (a date such as "2026-12-01", read as midnight UTC, or an ISO time)
 is every limited window's reset. ``quota_reset_date_utc``, when present, is preferred
 because it is an exact instant.
+
+Billing evidence: any snapshot's ``overage_permitted: true`` "can meter" (the seat opted
+into paid premium requests); every snapshot's ``false`` "hard stop".
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from typing import Any
 
 import httpx
 
-from ladder.core.types import WindowReading
+from ladder.core.types import OverageEvidence, WindowReading
 
 from .base import (
     Adapter,
     ParsedQuota,
+    evidence,
     expect_object,
     make_window,
     optional_bool,
@@ -51,12 +55,28 @@ def _remaining_percent(data: dict[str, Any], where: str) -> float | None:
     return remaining / entitlement * 100.0
 
 
+def _evidence(snapshots: dict[str, Any]) -> OverageEvidence | None:
+    said: dict[str, bool | None] = {}
+    for name, value in snapshots.items():
+        if isinstance(value, dict):
+            said[name] = optional_bool(value, "overage_permitted", f"quota_snapshots.{name}")
+    permitted = [name for name, value in said.items() if value is True]
+    if permitted:
+        return evidence(
+            True, f"the usage says quota_snapshots.{permitted[0]}.overage_permitted: true"
+        )
+    if said and all(value is False for value in said.values()):
+        return evidence(False, "the usage says overage_permitted: false on every quota snapshot")
+    return None
+
+
 def parse(payload: Any, now: datetime) -> ParsedQuota:
     """Turn a Copilot user payload into a reading; unlimited windows bind only if all are."""
     body = expect_object(payload, "user")
     snapshots = optional_object(body, "quota_snapshots", "user")
     if snapshots is None:
         return quota_from_windows((), empty_detail="the user has no quota_snapshots")
+    found = _evidence(snapshots)
     reset_at = optional_iso_instant(body, "quota_reset_date_utc", "user") or optional_iso_instant(
         body, "quota_reset_date", "user"
     )
@@ -78,7 +98,7 @@ def parse(payload: Any, now: datetime) -> ParsedQuota:
     reading = quota_from_windows(
         limited or windows, empty_detail="quota_snapshots holds no known window"
     )
-    return replace(reading, windows=tuple(windows))
+    return replace(reading, windows=tuple(windows), evidence=found)
 
 
 def fetch(*, url: str, credential: str, client: httpx.Client) -> Any:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from ladder.core.types import QuotaStatus, WindowReading
+from ladder.core.types import OverageEvidence, OverageSays, QuotaStatus, WindowReading
 from ladder.quota.base import ParsedQuota, QuotaError
 from ladder.quota.codex import parse
 
@@ -25,6 +25,9 @@ def test_parse_recorded_payload() -> None:
             WindowReading("secondary", 59.0, SECONDARY_RESET),
         ),
         detail="binding window secondary: 59.0 % left, resets 2026-12-03 12:00 UTC",
+        evidence=OverageEvidence(
+            OverageSays.HARD_STOP, "the usage says credits.has_credits: false"
+        ),
     )
 
 
@@ -171,3 +174,86 @@ def test_parse_wrong_types_are_unparseable(rate_limit: Any, message: str) -> Non
         parse({"rate_limit": rate_limit}, NOW)
 
     assert (caught.value.kind, caught.value.message) == ("unparseable", message)
+
+
+@pytest.mark.parametrize(
+    ("credits", "expected"),
+    [
+        pytest.param(
+            {"has_credits": True, "unlimited": False, "balance": "12.5"},
+            OverageEvidence(OverageSays.CAN_METER, "the usage says credits.has_credits: true"),
+            id="has-credits",
+        ),
+        pytest.param(
+            {"has_credits": False, "unlimited": False, "balance": "0"},
+            OverageEvidence(OverageSays.HARD_STOP, "the usage says credits.has_credits: false"),
+            id="no-credits",
+        ),
+        pytest.param(
+            {"has_credits": False, "unlimited": True, "balance": None},
+            OverageEvidence(OverageSays.CAN_METER, "the usage says credits.unlimited: true"),
+            id="unlimited",
+        ),
+        pytest.param(None, None, id="absent"),
+        pytest.param({"balance": "3"}, None, id="neither-flag"),
+    ],
+)
+def test_parse_credits_evidence(
+    credits: dict[str, Any] | None, expected: OverageEvidence | None
+) -> None:
+    payload = load("codex")
+    if credits is None:
+        del payload["credits"]
+    else:
+        payload["credits"] = credits
+
+    reading = parse(payload, NOW)
+
+    assert reading.evidence == expected
+    assert (reading.status, reading.remaining_percent) == (QuotaStatus.SAFE, 59.0)
+
+
+def test_parse_additional_rate_limits_are_scoped_by_limit_name() -> None:
+    payload = load("codex")
+    payload["additional_rate_limits"] = [
+        {
+            "limit_name": "GPT-5-Codex-Spark",
+            "metered_feature": "codex_spark",
+            "rate_limit": {
+                "limit_reached": False,
+                "primary_window": {"used_percent": 100, "reset_at": 1795960800},
+                "secondary_window": {"used_percent": 20, "reset_at": 1796299200},
+            },
+        },
+        {
+            "limit_name": "gpt-5.1-codex-max",
+            "rate_limit": {
+                "limit_reached": True,
+                "primary_window": {"used_percent": 60, "reset_at": 1795960800},
+                "secondary_window": None,
+            },
+        },
+    ]
+
+    reading = parse(payload, NOW)
+
+    assert reading.windows == (
+        WindowReading("primary", 77.0, PRIMARY_RESET),
+        WindowReading("secondary", 59.0, SECONDARY_RESET),
+        WindowReading("gpt-5-codex-spark_primary", 0.0, PRIMARY_RESET, "gpt-5-codex-spark"),
+        WindowReading("gpt-5-codex-spark_secondary", 80.0, SECONDARY_RESET, "gpt-5-codex-spark"),
+        WindowReading("gpt-5.1-codex-max_primary", 0.0, PRIMARY_RESET, "gpt-5.1-codex-max"),
+    )
+    assert (reading.status, reading.remaining_percent) == (QuotaStatus.EXHAUSTED, 0.0)
+
+
+def test_parse_additional_limit_without_a_name_binds_the_connection() -> None:
+    payload = load("codex")
+    payload["additional_rate_limits"] = [
+        {"rate_limit": {"primary_window": {"used_percent": 100, "reset_at": 1795960800}}}
+    ]
+
+    reading = parse(payload, NOW)
+
+    assert reading.windows[2] == WindowReading("additional_0_primary", 0.0, PRIMARY_RESET, None)
+    assert (reading.status, reading.remaining_percent) == (QuotaStatus.EXHAUSTED, 0.0)

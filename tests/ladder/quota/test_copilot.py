@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from ladder.core.types import QuotaStatus, WindowReading
+from ladder.core.types import OverageEvidence, OverageSays, QuotaStatus, WindowReading
 from ladder.quota.base import ParsedQuota, QuotaError
 from ladder.quota.copilot import parse
 
@@ -25,6 +25,10 @@ def test_parse_recorded_payload() -> None:
             WindowReading("completions", 100.0, None),
         ),
         detail="binding window premium_interactions: 27.5 % left, resets 2026-12-01 00:00 UTC",
+        evidence=OverageEvidence(
+            OverageSays.CAN_METER,
+            "the usage says quota_snapshots.premium_interactions.overage_permitted: true",
+        ),
     )
 
 
@@ -182,3 +186,20 @@ def test_parse_wrong_types_are_unparseable(payload: Any, message: str) -> None:
         parse(payload, NOW)
 
     assert (caught.value.kind, caught.value.message) == ("unparseable", message)
+
+
+def test_parse_overage_permitted_false_everywhere_is_hard_stop() -> None:
+    payload = load("copilot")
+    payload["quota_snapshots"]["premium_interactions"]["overage_permitted"] = False
+
+    assert parse(payload, NOW).evidence == OverageEvidence(
+        OverageSays.HARD_STOP, "the usage says overage_permitted: false on every quota snapshot"
+    )
+
+
+def test_parse_overage_permitted_absent_somewhere_says_nothing() -> None:
+    payload = load("copilot")
+    payload["quota_snapshots"]["premium_interactions"]["overage_permitted"] = False
+    del payload["quota_snapshots"]["chat"]["overage_permitted"]
+
+    assert parse(payload, NOW).evidence is None

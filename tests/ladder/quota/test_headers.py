@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ladder.core.types import WindowReading
+from ladder.core.types import OverageEvidence, OverageSays, WindowReading
 from ladder.quota.headers import HeaderInfo, parse_rate_limit_headers
 
 from .recorded import NOW
@@ -231,4 +231,130 @@ def test_reset_in_the_past_makes_the_window_unknown() -> None:
         reset_at=None,
         windows=(WindowReading("five_hour", None, datetime(2026, 11, 29, 11, 0, tzinfo=UTC)),),
         is_exhausted=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param(
+            {"anthropic-ratelimit-unified-overage-in-use": "true"},
+            OverageEvidence(
+                OverageSays.CAN_METER,
+                "the response said anthropic-ratelimit-unified-overage-in-use: true",
+            ),
+            id="overage-in-use",
+        ),
+        pytest.param(
+            {"anthropic-ratelimit-unified-overage-status": "allowed_warning"},
+            OverageEvidence(
+                OverageSays.CAN_METER,
+                "the response said anthropic-ratelimit-unified-overage-status: allowed_warning",
+            ),
+            id="overage-allowed-warning",
+        ),
+        pytest.param(
+            {
+                "anthropic-ratelimit-unified-overage-status": "rejected",
+                "anthropic-ratelimit-unified-overage-disabled-reason": "out_of_credits",
+            },
+            OverageEvidence(
+                OverageSays.HARD_STOP,
+                "the response said anthropic-ratelimit-unified-overage-status: rejected "
+                "(out_of_credits)",
+            ),
+            id="overage-rejected",
+        ),
+        pytest.param(
+            {"Anthropic-Ratelimit-Unified-Overage-Status": "ORG_LEVEL_DISABLED"},
+            OverageEvidence(
+                OverageSays.HARD_STOP,
+                "the response said anthropic-ratelimit-unified-overage-status: org_level_disabled",
+            ),
+            id="overage-org-disabled",
+        ),
+        pytest.param(
+            {"x-codex-credits-has-credits": "True", "x-codex-credits-unlimited": "false"},
+            OverageEvidence(
+                OverageSays.CAN_METER, "the response said x-codex-credits-has-credits: true"
+            ),
+            id="codex-has-credits",
+        ),
+        pytest.param(
+            {"x-codex-credits-has-credits": "false", "x-codex-credits-unlimited": "true"},
+            OverageEvidence(
+                OverageSays.CAN_METER, "the response said x-codex-credits-unlimited: true"
+            ),
+            id="codex-unlimited",
+        ),
+        pytest.param(
+            {"x-codex-credits-has-credits": "false"},
+            OverageEvidence(
+                OverageSays.HARD_STOP, "the response said x-codex-credits-has-credits: false"
+            ),
+            id="codex-no-credits",
+        ),
+        pytest.param({"anthropic-ratelimit-unified-overage-status": "maybe"}, None, id="garbage"),
+    ],
+)
+def test_billing_evidence_headers(
+    headers: dict[str, str], expected: OverageEvidence | None
+) -> None:
+    assert parse_rate_limit_headers(headers, NOW).evidence == expected
+
+
+def test_per_model_weekly_limit_is_scoped_to_the_events_model() -> None:
+    headers = {
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": IN_4D,
+        "anthropic-ratelimit-unified-5h-utilization": "0.3",
+        "anthropic-ratelimit-unified-5h-reset": IN_1H,
+        "anthropic-ratelimit-unified-7d_oi-status": "rejected",
+        "anthropic-ratelimit-unified-7d_oi-reset": IN_3H,
+    }
+
+    assert parse_rate_limit_headers(headers, NOW, model="Claude-Opus-4-1") == HeaderInfo(
+        retry_after_seconds=None,
+        reset_at=NOW + timedelta(hours=3),
+        windows=(
+            WindowReading("five_hour", 70.0, NOW + timedelta(hours=1)),
+            WindowReading("seven_day_oi", None, NOW + timedelta(hours=3), "claude-opus-4-1"),
+        ),
+        is_exhausted=True,
+        scoped_exhaustion="claude-opus-4-1",
+    )
+
+
+def test_per_model_limit_without_a_model_binds_the_connection() -> None:
+    headers = {
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": IN_4D,
+        "anthropic-ratelimit-unified-7d_oi-status": "rejected",
+        "anthropic-ratelimit-unified-7d_oi-reset": IN_3H,
+    }
+
+    info = parse_rate_limit_headers(headers, NOW)
+
+    assert info.windows == (WindowReading("seven_day_oi", None, NOW + timedelta(hours=3)),)
+    assert (info.is_exhausted, info.scoped_exhaustion, info.reset_at) == (
+        True,
+        None,
+        NOW + timedelta(days=4),
+    )
+
+
+def test_unscoped_exhaustion_beside_a_scoped_one_cools_the_connection() -> None:
+    headers = {
+        "anthropic-ratelimit-unified-5h-status": "rejected",
+        "anthropic-ratelimit-unified-5h-reset": IN_1H,
+        "anthropic-ratelimit-unified-7d_oi-status": "rejected",
+        "anthropic-ratelimit-unified-7d_oi-reset": IN_3H,
+    }
+
+    info = parse_rate_limit_headers(headers, NOW, model="claude-opus-4-1")
+
+    assert (info.is_exhausted, info.scoped_exhaustion, info.reset_at) == (
+        True,
+        None,
+        NOW + timedelta(hours=3),
     )
