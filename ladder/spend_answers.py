@@ -157,7 +157,7 @@ def fast_spend_answer(secret: str, body: bytes) -> tuple[int, bytes] | None:
     try:
         # As ninja reads a JSON body: json.loads, then the schema.
         payload = SpendIn.model_validate(json.loads(body))
-    except (ValueError, PydanticValidationError):
+    except (ValueError, RecursionError, PydanticValidationError):  # nested too deep: Django's 400
         return None
     try:
         entry, created = services.record_spend(

@@ -493,7 +493,7 @@ async def spend_answer(lane: PoolFastLane, environ: dict[str, Any]) -> Reply | N
         return None
     try:
         payload = SpendIn.model_validate(json.loads(environ["wsgi.input"].getvalue()))
-    except (ValueError, PydanticValidationError):
+    except (ValueError, RecursionError, PydanticValidationError):  # nested too deep: Django's 400
         return None
     data = spend_input_of(payload)
     # First under the counters this loop read last (the statement checks they still

@@ -210,3 +210,26 @@ def test_a_database_error_in_the_spend_lane_is_a_json_503_and_a_retry_records_on
     assert answer.header("Retry-After") == "1"
     assert retried.code == 201
     assert SpendEntry.objects.filter(request_id="r1").count() == 1
+
+
+# Far past the interpreter's recursion limit: json.loads raises RecursionError (not a
+# ValueError) on either kind of nesting.
+DEEP_BODIES = [
+    pytest.param(b"[" * 5000 + b"]" * 5000, id="arrays"),
+    pytest.param(b'{"a":' * 5000 + b"1" + b"}" * 5000, id="objects"),
+]
+
+
+@pytest.mark.parametrize("body", DEEP_BODIES)
+def test_a_deeply_nested_spend_body_is_djangos_json_400_in_the_lane_and_writes_nothing(
+    lane: PoolFastLane, django_app: CountingDjango, gateway: str, body: bytes
+) -> None:
+    post(lane, gateway, report("warm"))  # the shape is learned: the lane reads the body
+    before = django_app.calls
+
+    answer = post(lane, gateway, body)
+
+    assert (answer.code, django_app.calls - before) == (400, 1)
+    assert answer.header("Content-Type") == "application/json; charset=utf-8"
+    assert json.loads(answer.body) == {"detail": "Cannot parse request body"}
+    assert list(SpendEntry.objects.values_list("request_id", flat=True)) == ["warm"]

@@ -34,7 +34,7 @@ from omniroute_admin.loop_lane import (
     ReadFailed,
 )
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
-from tests.test_fast_lane_spend import report
+from tests.test_fast_lane_spend import DEEP_BODIES, report
 
 POOL = "/api/v1/pools/auto/subscription"
 
@@ -830,6 +830,27 @@ def test_a_report_the_schema_or_the_service_refuses_is_the_endpoints_422_and_wri
 
     assert [a.status_code for a in answers] == [422, 422, 422]
     assert counted.threads == 4
+    assert _ledger() == [("r1", "0.15000000")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("body", DEEP_BODIES)
+def test_a_deeply_nested_report_on_the_loop_is_the_endpoints_json_400_and_writes_nothing(
+    key: str, monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    counted = Counted(monkeypatch)
+
+    async def steps(client: httpx.AsyncClient) -> Any:
+        await client.post(SPEND, headers=_auth(key), json=_report("r1"))  # learns the shape
+        return await client.post(
+            SPEND, headers=_auth(key, **{"Content-Type": "application/json"}), content=body
+        )
+
+    answer = _session(steps)
+
+    assert answer.status_code == 400
+    assert answer.json() == {"detail": "Cannot parse request body"}
+    assert counted.threads == 2  # the loop handed it to the endpoint
     assert _ledger() == [("r1", "0.15000000")]
 
 
