@@ -79,7 +79,7 @@ def post_key(body: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def is_cached(body: dict[str, Any]) -> bool:
-    return any(key[1] == post_key(body) for key in decisions._decisions.in_use_order())
+    return any(key[1] == post_key(body) for key in decisions._decisions.kept_keys())
 
 
 # --- the LRU itself ----------------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_the_lru_evicts_least_recently_used_entries_until_the_bytes_fit() -> Non
 
     assert cache.put("i", "I", size=100, max_bytes=800)
 
-    assert cache.in_use_order() == [*"cdefgh", "a", "i"]
+    assert sorted(cache.kept_keys()) == [*"acdefghi"]  # "b", the least recently used, went
     assert cache.accounted_bytes == 800
     assert cache.get("b") is None
 
@@ -106,7 +106,7 @@ def test_an_entry_above_an_eighth_of_the_bound_is_not_kept() -> None:
     kept = cache.put("big", "new", size=8000 // ENTRY_SHARE + 1, max_bytes=8000)
 
     assert kept is False
-    assert cache.in_use_order() == ["small"]  # nothing flushed for it, and its old value dropped
+    assert cache.kept_keys() == ["small"]  # nothing flushed for it, and its old value dropped
     assert cache.accounted_bytes == 10
 
 
@@ -125,7 +125,7 @@ def test_the_lru_still_bounds_the_number_of_entries() -> None:
     for number in range(5):
         cache.put(number, number, size=1, max_bytes=1000)
 
-    assert cache.in_use_order() == [2, 3, 4]
+    assert cache.kept_keys() == [2, 3, 4]
     assert cache.accounted_bytes == 3
 
 
@@ -134,7 +134,7 @@ def test_a_zero_bound_keeps_nothing() -> None:
 
     assert cache.put("a", "A", size=0, max_bytes=0) is True
     assert cache.put("b", "B", size=1, max_bytes=0) is False
-    assert cache.in_use_order() == ["a"]  # a zero-size entry costs nothing
+    assert cache.kept_keys() == ["a"]  # a zero-size entry costs nothing
 
 
 def test_concurrent_inserts_and_reads_keep_the_accounting_exact() -> None:
@@ -151,8 +151,8 @@ def test_concurrent_inserts_and_reads_keep_the_accounting_exact() -> None:
     for thread in threads:
         thread.join()
 
-    kept = cache.in_use_order()
-    assert cache.accounted_bytes == sum(cache._entries[key][1] for key in kept)
+    kept = cache.kept_keys()
+    assert cache.accounted_bytes == sum(1 + (cache.get(key) or 0) % 13 for key in kept)
     assert cache.accounted_bytes <= 400
     assert len(kept) <= 64
 
@@ -191,9 +191,7 @@ def test_a_decision_in_use_survives_a_flood_of_distinct_posts(gateway: str, sett
         post(gateway, pool_body(index, 60))
 
     # Evicted by use, not by age: the pool asked for between the POSTs is still cached.
-    assert any(
-        key[:2] == (subscription, "registered") for key in decisions._decisions.in_use_order()
-    )
+    assert any(key[:2] == (subscription, "registered") for key in decisions._decisions.kept_keys())
     assert not is_cached(pool_body(0, 60))
     assert services.cached_decisions_bytes() <= services.decision_cache_max_bytes()
 
