@@ -95,10 +95,7 @@ def server_command(server: str, *, workers: int, threads: int, app: str = "proje
         target = "omniroute_admin.asgi:application" if app == "project" else "hello:asgi_app"
         command = [sys.executable, "-m", "gunicorn", target, "-b", f"127.0.0.1:{PORT}"]
         command += ["--workers", str(workers), "--log-level", "warning"]
-        # The project's worker class balances connections across workers
-        # (omniroute_admin.workers); the floor runs uvicorn's own.
-        worker = "omniroute_admin.workers" if app == "project" else "uvicorn_worker"
-        command += ["--worker-class", f"{worker}.UvicornWorker"]
+        command += ["--worker-class", "uvicorn_worker.UvicornWorker"]
         if app != "project":
             command += ["--chdir", str(BENCH)]
         return command

@@ -166,13 +166,12 @@ class ChangeCounter(models.Model):
     """Counters bumped in the same transaction as every write that can change a pool
     decision: `config` (catalog, prices, settings) and `state` (connections, readings,
     events, candidates, spend). Web processes cache snapshots and decisions keyed by
-    them, so every process and host sees a write on its next decision. A third,
-    `tokens`, moves when a token stops authenticating (a revocation): processes that
-    keep live tokens in memory forget them (ladder.tokens.known_token)."""
+    them, so every process and host sees a write on its next decision. (A third row,
+    `tokens`, seeded by migration 0009 for an in-memory token cache since removed, is
+    read by nothing.)"""
 
     CONFIG = "config"
     STATE = "state"
-    TOKENS = "tokens"
 
     name = models.CharField(max_length=16, primary_key=True)
     value = models.BigIntegerField(default=0)

@@ -3,7 +3,6 @@ a batch, where each entry is validated on its own and refused in its own slot.""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
@@ -13,9 +12,8 @@ from ninja.responses import NinjaJSONEncoder
 from pydantic import ValidationError as PydanticValidationError
 
 from ladder import services
-from ladder.models import ApiToken, SpendEntry
-from ladder.schemas import SpendEntryIn, SpendIn
-from ladder.tokens import authenticate
+from ladder.models import SpendEntry
+from ladder.schemas import SpendEntryIn
 from omniroute_admin.errors import validation_error_body
 
 # A refused entry's errors, located inside the entry: [{"loc", "msg", "type"}].
@@ -141,29 +139,3 @@ def batch_body(batch: services.SpendBatch, results: list[Any]) -> bytes:
     return _encode(
         {"created": batch.created, "duplicates": batch.duplicates, "results": results}
     ).encode()
-
-
-def fast_spend_answer(secret: str, body: bytes) -> tuple[int, bytes] | None:
-    """What POST /api/v1/spend answers (status, body) for this bearer secret and JSON
-    body, when the report is a good one: the token (with the change counters, one
-    query) and the spend writes, no request object, middleware or router. None when the
-    endpoint must answer instead, having written nothing: an unknown, revoked or
-    non-gateway token, a body the schema or the service refuses (the endpoint's 401,
-    403 and 422 are its own). The body is the endpoint's, byte for byte (a test compares
-    them). Served by omniroute_admin.fast_lane."""
-    token = authenticate(secret)
-    if token is None or not token.allows(ApiToken.Scope.GATEWAY):
-        return None
-    try:
-        # As ninja reads a JSON body: json.loads, then the schema.
-        payload = SpendIn.model_validate(json.loads(body))
-    except (ValueError, RecursionError, PydanticValidationError):  # nested too deep: Django's 400
-        return None
-    try:
-        entry, created = services.record_spend(
-            spend_input_of(payload),
-            counters=token.counters,  # type: ignore[attr-defined]
-        )
-    except DjangoValidationError:
-        return None
-    return (201 if created else 200), spend_body(entry)

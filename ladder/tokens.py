@@ -6,7 +6,7 @@ import hashlib
 import logging
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from billing.models import ChangeCounter
 from billing.services.audit import record_audit
-from billing.services.counters import bump
 from ladder.models import ApiToken
 from ladder.prepared import prepared_cursor
 
@@ -83,8 +82,8 @@ def _column(field_name: str) -> str:
 
 
 def _auth_query(db: BaseDatabaseWrapper) -> str:
-    """One round trip: the token's row and the three change counters (config, state,
-    tokens). Plain SQL, built once, so a gateway request pays no ORM query compilation."""
+    """One round trip: the token's row and the two change counters (config, state).
+    Plain SQL, built once, so a gateway request pays no ORM query compilation."""
     global _auth_sql
     if _auth_sql is None:
         quote = db.ops.quote_name
@@ -93,7 +92,6 @@ def _auth_query(db: BaseDatabaseWrapper) -> str:
         columns = ", ".join(f"t.{quote(_column(f))}" for f in _AUTH_FIELDS)
         _auth_sql = (
             f"SELECT {columns}, "
-            f"(SELECT {value} FROM {counters} WHERE {name} = %s), "
             f"(SELECT {value} FROM {counters} WHERE {name} = %s), "
             f"(SELECT {value} FROM {counters} WHERE {name} = %s) "
             f"FROM {quote(ApiToken._meta.db_table)} t "
@@ -139,12 +137,10 @@ def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None
     # The connection once, not through django.db.connection's per-access lookup.
     db = connections[DEFAULT_DB_ALIAS]
     digest = hash_secret(secret)
-    row = _read_token_row(
-        db, [ChangeCounter.CONFIG, ChangeCounter.STATE, ChangeCounter.TOKENS, digest]
-    )
+    row = _read_token_row(db, [ChangeCounter.CONFIG, ChangeCounter.STATE, digest])
     if row is None:
         return None
-    *values, config_version, state_version, tokens_version = row
+    *values, config_version, state_version = row
     if db.vendor != "postgresql":
         # SQLite hands back naive datetimes (stored in UTC) where the ORM would convert them.
         values = [_aware(value) if isinstance(value, datetime) else value for value in values]
@@ -156,59 +152,7 @@ def authenticate(secret: str, *, now: datetime | None = None) -> ApiToken | None
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
-    if not db.in_atomic_block:
-        _know(digest, KnownToken(token.pk, token.scope, token.last_used_at, tokens_version or 0))
     return token
-
-
-class KnownToken(NamedTuple):
-    """A live token as this process last read it, with the `tokens` change counter read
-    in the same statement. It stands for the database's row for as long as that counter
-    has not moved: every write that makes a token stop authenticating bumps it in its
-    own transaction (`revoke_token`)."""
-
-    id: int
-    scope: str
-    last_used_at: datetime
-    tokens_version: int
-
-    def allows(self, scope: str) -> bool:
-        """ApiToken.allows of the row it stands for."""
-        return self.scope == ApiToken.Scope.OPERATOR or scope == ApiToken.Scope.GATEWAY
-
-    def is_current(self, tokens_version: int, now: datetime) -> bool:
-        """Whether it still stands for its row: the `tokens` counter (read after the
-        request arrived) has not moved, and its `last_used_at` needs no write yet (a
-        request past LAST_USED_RESOLUTION goes through `authenticate`, which writes it)."""
-        return tokens_version == self.tokens_version and (
-            now - self.last_used_at <= LAST_USED_RESOLUTION
-        )
-
-
-# Live tokens by the SHA-256 of their secret: a handful in practice (one per gateway);
-# the bound only stops a stream of distinct tokens from growing it.
-MAX_KNOWN_TOKENS = 256
-_known: dict[str, KnownToken] = {}
-
-
-def _know(digest: str, token: KnownToken) -> None:
-    if len(_known) >= MAX_KNOWN_TOKENS and digest not in _known:
-        _known.clear()
-    _known[digest] = token
-
-
-def known_token(secret: str) -> KnownToken | None:
-    """The live token with this secret as `authenticate` last read it in this process,
-    or None; no query. Its caller checks `is_current` against a `tokens` counter read
-    after its request arrived (omniroute_admin.loop_lane)."""
-    if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
-        return None
-    return _known.get(hash_secret(secret))
-
-
-def forget_known_tokens() -> None:
-    """Drop every known token (the `tokens` counter moved)."""
-    _known.clear()
 
 
 def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "") -> bool:
@@ -222,8 +166,6 @@ def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "")
         before = token_snapshot(token)
         token.revoked_at = now
         token.save(update_fields=["revoked_at"])
-        # Every process that keeps live tokens in memory forgets them (known_token).
-        bump(ChangeCounter.TOKENS)
         if actor:
             record_audit(
                 target_type="token",

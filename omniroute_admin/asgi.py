@@ -1,17 +1,15 @@
 """ASGI entry point, the production server (docs/HOT_PATH.md, "The change feed"):
 
-    gunicorn omniroute_admin.asgi:application -k omniroute_admin.workers.UvicornWorker
+    gunicorn omniroute_admin.asgi:application -k uvicorn_worker.UvicornWorker
 
 Every request runs the WSGI application (the pool fast lane in front of Django, exactly
 as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, the fast
 lane unchanged) on a bounded pool of `ASGI_WSGI_THREADS` threads per process.
-A change-feed answer that asks to be held (omniroute_admin.change_feed) is then held on
-the event loop: the thread is back in the pool at once, and a gateway long-polling the
-feed costs one coroutine and one socket, never a thread or a database connection. On
-PostgreSQL a cached pool answer and a good spend report are made on the event loop
-itself, with no thread at all (omniroute_admin.loop_lane). Every answer may close its
-connection, when this worker holds more than its share of the host's (omniroute_admin.
-workers)."""
+An answer that asks to be held (the change feed's, omniroute_admin.change_feed: the view
+Django resolved says so with an internal header, so a path prefix changes nothing) is
+then held on the event loop: the thread is back in the pool at once, and a gateway
+long-polling the feed costs one coroutine and one socket, never a thread or a database
+connection."""
 
 from __future__ import annotations
 
@@ -24,10 +22,6 @@ from typing import Any
 
 from a2wsgi.wsgi import build_environ
 
-# Before the server's startup heap is frozen (omniroute_admin.wsgi, last): the worker
-# class's module, which gunicorn's master has imported already, and uvicorn's server.
-from omniroute_admin import workers
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
 
 from django.conf import settings
@@ -35,9 +29,8 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
-from omniroute_admin import change_feed, loop_lane
-from omniroute_admin.change_feed import FEED_PATH, take_hold, version_body, with_body
-from omniroute_admin.fast_lane import POOLS_PREFIX, SPEND_PATH
+from omniroute_admin import change_feed
+from omniroute_admin.change_feed import take_hold, version_body, with_body
 
 Scope = dict[str, Any]
 Receive = Any
@@ -61,18 +54,27 @@ class BufferedWSGI:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
-            # The loop lane's connections end with a goodbye, not a reset.
-            await loop_lane.close_reader()
             await send({"type": "lifespan.shutdown.complete"})
             return
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1000})
             return
-        await self.respond(environ_of(scope, await _body(scope, receive)), send)
+        await self.respond(environ_of(scope, await _body(scope, receive)), send, receive)
 
-    async def respond(self, environ: dict[str, Any], send: Send) -> None:
-        """Run the app for `environ` on a pool thread and send its answer."""
-        await send_reply(send, await self.reply(environ))
+    async def respond(self, environ: dict[str, Any], send: Send, receive: Receive) -> None:
+        """Run the app for `environ` on a pool thread and send its answer, held first
+        when it asks to be (the change feed's)."""
+        status, encoded, content = await self.reply(environ)
+        if any(name == HOLD for name, _ in encoded):
+            headers, hold = take_hold(
+                [(n.decode("latin1"), v.decode("latin1")) for n, v in encoded]
+            )
+            if hold is not None:
+                after, wait = hold
+                content = version_body(await _held(receive, after, wait) or after)
+                headers = with_body(headers, content)
+            encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
+        await send_reply(send, (status, encoded, content))
 
     async def reply(self, environ: dict[str, Any]) -> Reply:
         """The app's answer to `environ`, run on a pool thread."""
@@ -104,9 +106,8 @@ def environ_of(scope: Scope, body: bytes) -> dict[str, Any]:
 
 
 async def send_reply(send: Send, reply: Reply) -> None:
-    """Send an answer, closing its connection when this worker is over its share."""
+    """Send an answer."""
     status, headers, content = reply
-    headers = workers.closing(headers)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 
@@ -133,42 +134,10 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
 
 
 _wsgi = BufferedWSGI(lanes, int(settings.ASGI_WSGI_THREADS))
+HOLD = change_feed.HOLD_HEADER.lower().encode("latin1")
 
 
-_on_loop = loop_lane.applies()
-
-
-async def application(scope: Scope, receive: Receive, send: Send) -> None:
-    if scope["type"] != "http" or scope.get("root_path"):
-        await _wsgi(scope, receive, send)
-    elif scope["path"] == FEED_PATH:
-        await _feed(scope, receive, send)
-    elif _on_loop and (scope["path"].startswith(POOLS_PREFIX) or scope["path"] == SPEND_PATH):
-        # A cached pool answer or a spend report on the loop (omniroute_admin.loop_lane),
-        # else as any request.
-        environ = environ_of(scope, await _body(scope, receive))
-        if scope["path"] == SPEND_PATH:
-            reply = await loop_lane.spend_answer(lanes, environ)
-        else:
-            reply = await loop_lane.answer(lanes, environ)
-        if reply is None:
-            await _wsgi.respond(environ, send)
-        else:
-            await send_reply(send, reply)
-    else:
-        await _wsgi(scope, receive, send)
-
-
-async def _feed(scope: Scope, receive: Receive, send: Send) -> None:
-    """The feed through the WSGI application; its answer held here when it asks."""
-    status, encoded, content = await _wsgi.reply(environ_of(scope, await _body(scope, receive)))
-    headers, hold = take_hold([(n.decode("latin1"), v.decode("latin1")) for n, v in encoded])
-    if hold is not None:
-        after, wait = hold
-        content = version_body(await _held(receive, after, wait) or after)
-        headers = with_body(headers, content)
-    encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
-    await send_reply(send, (status, encoded, content))
+application = _wsgi
 
 
 async def _held(receive: Receive, after: tuple[int, int], wait: float) -> Any:

@@ -49,7 +49,6 @@ from ladder.metrics import REGISTRY
 
 logger = logging.getLogger(__name__)
 
-FEED_PATH = "/api/v1/changes"
 # Set by the view on an answer to hold, removed by the server layer: never sent.
 HOLD_HEADER = "X-Omniroute-Hold"
 POLL_SECONDS = 0.15
@@ -297,32 +296,35 @@ def with_body(headers: Headers, body: bytes) -> Headers:
 
 
 class ChangeFeedWait:
-    """WSGI middleware: holds a feed answer that asked for it, blocking this thread."""
+    """WSGI middleware: holds an answer that asked for it (the view Django resolved sets
+    HOLD_HEADER, so a path prefix changes nothing), blocking this thread. Every other
+    answer passes through untouched, streamed ones included."""
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != FEED_PATH or environ.get("SCRIPT_NAME"):
-            return self.app(environ, start_response)
-        answered: list[Any] = []
+        held: list[Any] = []
 
-        def keep(status: str, headers: Headers, exc_info: Any = None) -> Callable[[bytes], None]:
-            answered[:] = [status, headers]
+        def start(status: str, headers: Headers, exc_info: Any = None) -> Any:
+            kept, hold = take_hold(headers)
+            if hold is None:
+                if len(kept) != len(headers):  # a HOLD_HEADER that does not parse
+                    headers = kept
+                return start_response(status, headers, exc_info)
+            held[:] = [status, kept, hold]
             return _no_write
 
-        iterable = self.app(environ, keep)
+        iterable = self.app(environ, start)
+        if not held:
+            return iterable
         try:
             body = b"".join(iterable)
         finally:
             getattr(iterable, "close", lambda: None)()
-        status, headers = answered
-        headers, hold = take_hold(headers)
-        if hold is not None:
-            after, wait = hold
-            body = version_body(get_hub().wait_for_change(after, wait) or after)
-            headers = with_body(headers, body)
-        start_response(status, headers)
+        status, headers, (after, wait) = held
+        body = version_body(get_hub().wait_for_change(after, wait) or after)
+        start_response(status, with_body(headers, body))
         return [body]
 
 

@@ -18,13 +18,6 @@ request it redirects, an unknown or revoked token, a bad auto id or a decision n
 cached yet all go on to Django, every time, and get Django's answer. Its one query runs
 under the request deadline (omniroute_admin.deadline) like any API request: a database
 that hangs or fails gets the same JSON 503 as the endpoint would give.
-
-A gateway also reports the spend of every request (`POST /api/v1/spend`). A good report
-is recorded here too (ladder.spend_answers.fast_spend_answer: the token query, then the
-spend service's writes), answered with the headers of the endpoint's own 201 for the
-request shape and the body the endpoint renders. A report the lane does not take (no
-JSON content type, a bad token, a body the schema or the service refuses) has written
-nothing and goes to Django, which gives its own 401 or 422.
 """
 
 from __future__ import annotations
@@ -40,7 +33,6 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from ladder.pool_answers import PoolAnswer, body_key, cached_pool_answer
-from ladder.spend_answers import fast_spend_answer
 from omniroute_admin.deadline import (
     DETAIL,
     UNAVAILABLE_DETAIL,
@@ -52,9 +44,6 @@ from omniroute_admin.deadline import (
 logger = logging.getLogger(__name__)
 
 POOLS_PREFIX = "/api/v1/pools/"
-# `POST /api/v1/spend`: a gateway's report of each request it served.
-SPEND_PATH = "/api/v1/spend"
-SPEND_STATUS = {200: "200 OK", 201: "201 Created"}
 # `GET /api/v1/pools/<auto id>/history` (ladder.pool_history) is Django's, always: never
 # answered here, and its headers (a page's `Link`) never learned for a shape.
 HISTORY_SUFFIX = "/history"
@@ -86,8 +75,6 @@ class PoolFastLane:
         path: str = environ.get("PATH_INFO", "")
         method: str = environ.get("REQUEST_METHOD", "")
         length = environ.get("CONTENT_LENGTH") or "0"
-        if path == SPEND_PATH and method == "POST":
-            return self._spend(environ, start_response, length)
         if not is_pool_request(environ):
             return self.app(environ, start_response)
         post_key = None
@@ -125,41 +112,6 @@ class PoolFastLane:
         """The headers learned for this pool request's shape, or None (not learned yet)."""
         return self._headers.get(self._shape(environ))
 
-    def learned_spend(self, environ: dict[str, Any]) -> Headers | None:
-        """The headers learned for this spend report's shape, or None."""
-        return self._headers.get((SPEND_PATH, *self._shape(environ)))
-
-    def _spend(
-        self, environ: dict[str, Any], start_response: StartResponse, length: str
-    ) -> Iterable[bytes]:
-        """POST /api/v1/spend: a good report recorded here (ladder.spend_answers), with
-        the headers of the endpoint's own 201 for this request shape; anything else,
-        and the first report of a shape, goes to Django."""
-        if not is_spend_request(environ):
-            return self.app(environ, start_response)
-        body = environ["wsgi.input"].read(int(length))
-        environ["wsgi.input"] = io.BytesIO(body)
-        shape = (SPEND_PATH, *self._shape(environ))
-        headers = self._headers.get(shape)
-        if headers is None:
-            return self.app(environ, self._learning(shape, start_response))
-        secret = environ["HTTP_AUTHORIZATION"][len(BEARER) :]
-        try:
-            answer = call_within_deadline(fast_spend_answer, secret, body)
-        except DeadlinePassed as why:
-            log_too_late("POST", SPEND_PATH, str(why))
-            return _unavailable(start_response, headers, DETAIL)
-        except (OperationalError, InterfaceError) as error:
-            logger.warning(
-                "database unavailable during POST %s: %s", SPEND_PATH, type(error).__name__
-            )
-            return _unavailable(start_response, headers, UNAVAILABLE_DETAIL)
-        if answer is None:
-            return self.app(environ, start_response)
-        status, answer_body = answer
-        start_response(SPEND_STATUS[status], [*headers, ("Content-Length", str(len(answer_body)))])
-        return [answer_body]
-
     def _shape(self, environ: dict[str, Any]) -> tuple[Any, ...]:
         """What, besides path, token and body, decides Django's answer and headers: the
         method, the host (ALLOWED_HOSTS), the scheme (SECURE_SSL_REDIRECT, HSTS) and the
@@ -187,7 +139,7 @@ class PoolFastLane:
         """start_response that keeps the headers of the endpoint's 200 for this shape."""
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            if status.startswith(("200 ", "201 ")) and exc_info is None:
+            if status.startswith("200 ") and exc_info is None:
                 self._learn(shape, headers)
             if exc_info is not None:
                 return start_response(status, headers, exc_info)
@@ -226,22 +178,6 @@ def is_pool_request(environ: dict[str, Any]) -> bool:
         or not length.isdigit()
         or (method == "GET" and length != "0")
         or (method == "POST" and not 0 < int(length) <= _body_limit())
-    )
-
-
-def is_spend_request(environ: dict[str, Any]) -> bool:
-    """Whether a request is a spend report this lane may record: `POST /api/v1/spend`
-    with a bearer token and a JSON body of declared length."""
-    length = environ.get("CONTENT_LENGTH") or "0"
-    return not (
-        environ.get("PATH_INFO") != SPEND_PATH
-        or environ.get("REQUEST_METHOD") != "POST"
-        or environ.get("SCRIPT_NAME")
-        or not environ.get("HTTP_AUTHORIZATION", "").startswith(BEARER)
-        or "HTTP_TRANSFER_ENCODING" in environ
-        or not length.isdigit()
-        or not 0 < int(length) <= _body_limit()
-        or not environ.get("CONTENT_TYPE", "").startswith("application/json")
     )
 
 

@@ -244,14 +244,14 @@ def test_a_coroutine_wait_times_out_with_none(polled: tuple[ChangeHub, Counters]
 # --- the ASGI server layer (omniroute_admin/asgi.py) ----------------------------------------
 
 
-def _asgi(path: str, token: str | None = None, **kwargs: Any) -> Any:
+def _asgi(path: str, token: str | None = None, root_path: str = "", **kwargs: Any) -> Any:
     """One request through the ASGI application, as uvicorn would make it."""
     import httpx
 
     from omniroute_admin.asgi import application
 
     async def send() -> Any:
-        transport = httpx.ASGITransport(app=application)  # type: ignore[arg-type]
+        transport = httpx.ASGITransport(app=application, root_path=root_path)  # type: ignore[arg-type]
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             return await c.request(kwargs.pop("method", "GET"), path, headers=headers, **kwargs)
@@ -288,27 +288,33 @@ def test_asgi_holds_a_feed_answer_and_sends_the_new_version(hub: FakeHub) -> Non
     assert HOLD_HEADER.lower() not in answer.headers
 
 
-@pytest.mark.django_db(transaction=True)
-def test_asgi_answers_close_their_connection_while_this_worker_is_over_its_share(
-    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+def test_under_a_path_prefix_the_feed_is_held_and_its_hold_header_never_sent(
+    app: ChangeFeedWait, hub: FakeHub, token: str
 ) -> None:
-    from omniroute_admin import workers
+    config, state = billing_services.change_counters()
+    hub.answer = (config, state + 1)
+    answer = call(app, f"{FEED}?after={config}.{state}&wait=2", token, SCRIPT_NAME="/omr")
+    assert hub.asked == [((config, state), 2.0)]
+    assert (answer.code, json.loads(answer.body)) == (200, {"version": f"{config}.{state + 1}"})
+    assert answer.header(HOLD_HEADER) is None
 
-    table = workers.SlotTable(size=2)
-    mine = workers.Balancer(table, table.claim(), {object(), object()})
-    other = workers.Balancer(table, table.claim(), set())
-    other.publish()
-    monkeypatch.setattr(workers, "balancer", mine)
+
+def test_an_answer_that_asks_no_hold_passes_through_untouched(app: ChangeFeedWait) -> None:
+    answer = call(app, "/healthz")
+    assert (answer.code, json.loads(answer.body)) == (200, {"status": "ok"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_asgi_under_a_root_path_holds_the_feed_without_leaking_its_hold_header(
+    hub: FakeHub,
+) -> None:
     token = make_token()
     config, state = billing_services.change_counters()
-    hub.answer = (config + 1, state)
-    held = _asgi(f"{FEED}?after={config}.{state}&wait=30", token)
-    plain = _asgi("/healthz")
-    assert [held.headers.get("connection"), plain.headers.get("connection")] == ["close"] * 2
-    assert mine.closed == 2
-    mine.connections.pop()  # one each: balanced
-    assert "connection" not in _asgi("/healthz").headers
-    assert mine.closed == 2
+    hub.answer = (config, state + 1)
+    answer = _asgi(f"/omr{FEED}?after={config}.{state}&wait=2", token, root_path="/omr")
+    assert hub.asked == [((config, state), 2.0)]
+    assert (answer.status_code, answer.json()) == (200, {"version": f"{config}.{state + 1}"})
+    assert HOLD_HEADER.lower() not in answer.headers
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -25,7 +25,7 @@ from ladder.core import LadderConfig, Rung, RungSpend
 from ladder.models import Connection, SpendEntry
 from ladder.services.common import MAX_CLOCK_SKEW, PAID_RUNGS, refuse_bad_id
 from ladder.services.config import load_config
-from ladder.services.decisions import Snapshot, cached_snapshot, current_snapshot
+from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.spend_totals import (
     add_to_totals,
     budgeted_rungs_hit,
@@ -101,16 +101,6 @@ def billing_of_cached(
         known.clear()
     known[connection_id] = billing
     return billing
-
-
-def cached_billing(
-    connection_id: str, counters: tuple[int, int]
-) -> tuple[bool, tuple[str, str] | None]:
-    """(found, billing): `billing_of_cached` without its query on a miss."""
-    version, known = _billing
-    if version != counters[1] or connection_id not in known:
-        return False, None
-    return True, known[connection_id]
 
 
 def spend_rung(
@@ -268,46 +258,6 @@ def record_spend(
     if note_crossings(budgeted_rungs_hit([entry], snapshot.config, now), snapshot.config, now):
         billing_services.bump(ChangeCounter.STATE)
     return entry, True
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedSpend:
-    """A report's ledger row, ready to insert, and what to check after it committed."""
-
-    entry: SpendEntry
-    # The budgeted rungs it adds to in the current window, with their budgets
-    # (spend_totals.budgeted_rungs_hit); the window's first and end day.
-    budgeted: dict[str, Decimal]
-    config: LadderConfig
-    window: tuple[date, date]
-
-
-def prepare_cached_spend(
-    data: SpendInput, *, now: datetime, counters: tuple[int, int]
-) -> PreparedSpend | None:
-    """What `record_spend` would insert for this report, with no query at all: None
-    when this process has not cached the snapshot or the connection's billing for these
-    counters (the caller then calls `record_spend`). ValidationError as `record_spend`
-    refuses a report (which it answers as stored when its request id was seen)."""
-    refuse_bad_id("connection_id", data.connection_id)
-    snapshot = cached_snapshot(counters[0])
-    found, billing = cached_billing(data.connection_id, counters)
-    if snapshot is None or not found:
-        return None
-    entry = new_entry(data, rung_of(billing, data.provider, data.model, snapshot), snapshot, now)
-    entry.recorded_at = now
-    config = snapshot.config
-    return PreparedSpend(
-        entry, budgeted_rungs_hit([entry], config, now), config, window_days(config, now)
-    )
-
-
-def settle_crossing(prepared: PreparedSpend, now: datetime) -> None:
-    """After a prepared entry committed on a connection of its own and its window's sum
-    reached a budget: record the crossing, moving the change version if this writer is
-    the one that crossed (what `record_spend` does after its insert)."""
-    if note_crossings(prepared.budgeted, prepared.config, now):
-        billing_services.bump(ChangeCounter.STATE)
 
 
 def _insert_with_orm(entry: SpendEntry) -> bool:

@@ -16,7 +16,6 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field
 
-from billing.models import ChangeCounter
 from ladder import core
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.prepared import prepared_cursor
@@ -132,34 +131,3 @@ def window_sum(rung: str, first: date, end: date) -> Decimal:
         cursor.execute(window_sum_statement(), [rung, first, end])
         (total,) = cursor.fetchone()
     return Decimal(total)
-
-
-_guarded_sql: str | None = None
-
-
-def guarded_insert_statement(
-    entry: SpendEntry, counters: tuple[int, int, int]
-) -> tuple[str, list[Any]]:
-    """`insert_entry`'s statement, written only while the change counters (config, state,
-    tokens) are still `counters`, the ones its entry was priced and its token checked
-    under. Its one row: (the new row's id or None, whether the counters held). For a
-    caller that prepared the entry from counters it read before (omniroute_admin.
-    loop_lane): the check happens in the statement, after its request arrived, so a
-    moved counter writes nothing and the caller starts again. Whether the report crossed
-    a budget is read after it committed (`window_sum_statement`), as `note_crossings`
-    does: a sum inside the statement would miss a concurrent report on another shard."""
-    global _guarded_sql
-    if _guarded_sql is None:
-        quote = connection.ops.quote_name
-        counters_table = quote(ChangeCounter._meta.db_table)
-        value, name = quote("value"), quote("name")
-        one = f"(SELECT {value} FROM {counters_table} WHERE {name} = %s) = %s"
-        _guarded_sql = (
-            f"WITH guard AS (SELECT 1 AS held WHERE {one} AND {one} AND {one}), "
-            f"{_write_ctes(f'SELECT {_VALUES} FROM guard')} "
-            "SELECT (SELECT id FROM inserted), EXISTS (SELECT 1 FROM guard)"
-        )
-    config, state, tokens = counters
-    guard = [ChangeCounter.CONFIG, config, ChangeCounter.STATE, state]
-    guard += [ChangeCounter.TOKENS, tokens]
-    return _guarded_sql, [*guard, *_row_params(entry)]

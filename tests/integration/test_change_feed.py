@@ -26,7 +26,7 @@ from tests.integration.harness import ROOT, Answer, http_call, server_env, wait_
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-ASGI = ["omniroute_admin.asgi:application", "-k", "omniroute_admin.workers.UvicornWorker"]
+ASGI = ["omniroute_admin.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
 GTHREAD = ["omniroute_admin.wsgi:application", "--threads", "6"]
 
 

@@ -78,7 +78,7 @@ def test_the_token_query_is_a_prepared_statement() -> None:
         statements = [row[0] for row in cursor.fetchall()]
 
     assert len(statements) == 1
-    assert '"secret_hash" = $4' in statements[0]
+    assert '"secret_hash" = $3' in statements[0]
 
 
 @postgresql_only

@@ -143,7 +143,7 @@ class OmniRouteServer:
                 # cached pools and spend reports on its event loop.
                 "omniroute_admin.asgi:application",
                 "--worker-class",
-                "omniroute_admin.workers.UvicornWorker",
+                "uvicorn_worker.UvicornWorker",
                 "--bind",
                 "127.0.0.1:0",
                 "--workers",
