@@ -18,12 +18,20 @@ rung depends on its billing, which no reading or event changes.) A cached decisi
 until its `valid_until`, the earliest instant at which any of its inputs changes on its
 own (`inputs_valid_until`); until then every input's standing is constant by construction.
 
+A decision also reads, of a plan connection that serves somewhere, its **preference key**
+(`ladder/core/preference.py`: the reset and remaining percent of its current reading's
+binding window, or none), which places it in the order of preference of the plan
+connections. The key changes on its own only at instants `inputs_valid_until` already
+holds (the reading's reset, the reading turning stale).
+
 So a write to one connection **can change a pool** iff, in either grouping, its standing
-at the write's instant differs before and after the write, or its own contribution to
-`inputs_valid_until` becomes EARLIER (None counts as never). When neither holds, every
-cached decision stays correct until its own `valid_until`: the standing after the write
-equals the standing before it on [now, valid_until), because the instant it can change on
-its own is no earlier than before, and before it was no earlier than `valid_until`. A
+at the write's instant differs before and after the write, or it serves in a grouping and
+is a plan connection whose preference key differs before and after the write, or its own
+contribution to `inputs_valid_until` becomes EARLIER (None counts as never). When none
+holds, every cached decision stays correct until its own `valid_until`: the standing (and
+key) after the write equals the one before it on [now, valid_until), because the instant
+it can change on its own is no earlier than before, and before it was no earlier than
+`valid_until`. A
 later contribution is safe: the cached decision just expires early and is recomputed.
 
 What may lag in a cached decision after a write that did not move the counter (never
@@ -46,8 +54,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from ladder.core.decide import connection_cause, grouping_quota_cause, inputs_valid_until
-from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason
+from ladder.core.decide import (
+    connection_cause,
+    connection_rung,
+    grouping_quota_cause,
+    inputs_valid_until,
+)
+from ladder.core.preference import preference_key
+from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason, Rung
 
 
 class Standing(NamedTuple):
@@ -94,9 +108,24 @@ def can_change_pool(
     change any pool (None: no such connection). See the module docstring."""
     if before is None or after is None:
         return before is not after
+    serves = False
     for grouping in Grouping:
-        if standing(before, grouping, config, now) != standing(after, grouping, config, now):
+        was = standing(before, grouping, config, now)
+        if was != standing(after, grouping, config, now):
             return True
+        serves = serves or was.reason is None
+    if serves and moves_preference(before, after, config, now):
+        return True
     return _is_earlier(
         changes_on_its_own_at(after, config, now), changes_on_its_own_at(before, config, now)
     )
+
+
+def moves_preference(
+    before: ConnectionView, after: ConnectionView, config: LadderConfig, now: datetime
+) -> bool:
+    """Whether the write changes the connection's place in the order of preference of
+    the plan connections (`ladder/core/preference.py`): its key, for a plan connection."""
+    if connection_rung(after.billing) is not Rung.SUBSCRIPTION:
+        return False
+    return preference_key(before, config, now) != preference_key(after, config, now)

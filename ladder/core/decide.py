@@ -17,6 +17,7 @@ from billing.classify import UNCURATED_VERDICT, Billing, BillingVerdict, Overage
 from billing.tiers import Tier
 from ladder.core.auto_ids import AutoId
 from ladder.core.budgets import budget_cause
+from ladder.core.preference import PlanOrder
 from ladder.core.prose import catalog_entry_text, duration_text, instant_text
 from ladder.core.quota import quota_cause_within, refresh_expected_at
 from ladder.core.types import (
@@ -226,6 +227,7 @@ def decide(
     buckets: tuple[list[DecidedCandidate], ...] = tuple([] for _ in Rung)
     excluded: list[Exclusion] = []
     next_change_at: datetime | None = None
+    plan_order = PlanOrder(connections, config, now)
 
     for candidate in candidates:
         if category is not None and category not in candidate.categories:
@@ -266,10 +268,16 @@ def decide(
                 next_change_at is None or may_return_at < next_change_at
             ):
                 next_change_at = may_return_at
+        # The plan connections in order of preference: the capacity that expires soonest
+        # first (ladder/core/preference.py); only this rung holds plan connections.
+        plan_passed = passing[_RUNG_PLAN]
+        if plan_passed is not None:
+            passing[_RUNG_PLAN] = plan_order.ordered(plan_passed)
         # Split by rung, deliberately: a plan connection and a metered key for the same
         # model become separate entries so dispatch can never pick the paid key while the
-        # plan connection is still usable. Allowlists keep exactly the passing subset, in
-        # order: never the full original list, never one arbitrary member.
+        # plan connection is still usable. Allowlists keep exactly the passing subset
+        # (plan connections in order of preference, the others in their original order):
+        # never the full original list, never one arbitrary member.
         # (Each rung gets at most one entry per candidate, in its own bucket, so the
         # order in which the rungs are visited here does not matter.)
         for number, connections_passed in enumerate(passing):
@@ -292,8 +300,9 @@ def decide(
                 )
             buckets[number].append(entry)
 
-    # Ordered by rung; within a rung the incoming order stands: the gateway's scorer
-    # ranks, this layer never reshuffles it. Subscription only ever fills rung 0.
+    # Ordered by rung; within a rung the incoming order of candidates stands: the
+    # gateway's scorer ranks them, this layer never reshuffles them. Subscription only
+    # ever fills rung 0.
     return Decision(
         auto_id=auto_id,
         computed_at=now,

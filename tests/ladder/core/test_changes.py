@@ -176,6 +176,59 @@ def test_changes_on_its_own_at_is_the_earliest_future_instant_of_the_connection(
             True,
             id="stale-to-fresh",
         ),
+        # A plan in play with a known reset: its percent places it among the plan
+        # connections of the same reset (order of preference), so a new percent moves it.
+        pytest.param(
+            view("plan", quota=reading(50.0, age_seconds=60, reset_at=RESET)),
+            view("plan", quota=reading(42.5, reset_at=RESET)),
+            True,
+            id="new-percent-known-reset-moves-the-preference",
+        ),
+        # A new, later reset (the window rolled over) with the same percent: validity is
+        # later, but the connection's place in the order of preference may move.
+        pytest.param(
+            view("plan", quota=reading(50.0, age_seconds=60, reset_at=RESET)),
+            view("plan", quota=reading(50.0, reset_at=RESET + timedelta(days=7))),
+            True,
+            id="later-reset-moves-the-preference",
+        ),
+        # A reset that jitters by 2 s and a percent within the same whole percent (the
+        # headers of every answer): the key is read to the minute and whole percent.
+        pytest.param(
+            view("plan", quota=reading(50.7, age_seconds=60, reset_at=RESET)),
+            view("plan", quota=reading(50.2, reset_at=RESET + timedelta(seconds=2))),
+            False,
+            id="jittered-reset-same-whole-percent",
+        ),
+        # The same key read again later: nothing to move.
+        pytest.param(
+            view("plan", quota=reading(50.0, age_seconds=60, reset_at=RESET)),
+            view("plan", quota=reading(50.0, reset_at=RESET)),
+            False,
+            id="same-preference-key",
+        ),
+        # Dropped out below re-entry, a new percent at the same reset: it serves nowhere,
+        # so its key places it nowhere.
+        pytest.param(
+            view("plan", quota=reading(3.0, age_seconds=30, reset_at=RESET), hysteresis=DROPPED),
+            view("plan", quota=reading(4.5, reset_at=RESET), hysteresis=DROPPED),
+            False,
+            id="below-reentry-new-percent-same-reset",
+        ),
+        # A metered key's percent at a known reset: only plan connections are ordered.
+        pytest.param(
+            view(
+                "or",
+                provider="openrouter",
+                auth_type="apikey",
+                quota=reading(50.0, age_seconds=60, reset_at=RESET),
+            ),
+            view(
+                "or", provider="openrouter", auth_type="apikey", quota=reading(40.0, reset_at=RESET)
+            ),
+            False,
+            id="metered-new-percent-known-reset",
+        ),
         # No such connection before, or after.
         pytest.param(None, view("plan"), True, id="created"),
         pytest.param(view("plan"), None, True, id="deleted"),

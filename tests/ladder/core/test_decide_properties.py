@@ -41,7 +41,9 @@ def test_a_subscription_decision_holds_only_verified_plan_connections(world: Wor
 
 @PROPERTY_SETTINGS
 @given(worlds())
-def test_every_output_allowlist_is_an_ordered_subset_of_its_input(world: World) -> None:
+def test_every_output_allowlist_is_a_subset_of_its_input_ordered_off_the_plan_rung(
+    world: World,
+) -> None:
     decision = run(world)
 
     by_id = {candidate.id: candidate for candidate in world.candidates}
@@ -55,7 +57,12 @@ def test_every_output_allowlist_is_an_ordered_subset_of_its_input(world: World) 
         else:
             assert entry.connection_id is None
             assert entry.allowed_connection_ids  # never kept with an empty list
-            assert is_subsequence(entry.allowed_connection_ids, source.allowed_connection_ids or ())
+            given_ids = source.allowed_connection_ids or ()
+            assert set(entry.allowed_connection_ids) <= set(given_ids)
+            assert len(set(entry.allowed_connection_ids)) == len(entry.allowed_connection_ids)
+            if entry.rung is not Rung.SUBSCRIPTION:
+                # The plan rung is in order of preference (test_preference_properties.py).
+                assert is_subsequence(entry.allowed_connection_ids, given_ids)
 
 
 @PROPERTY_SETTINGS

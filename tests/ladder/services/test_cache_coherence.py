@@ -389,6 +389,37 @@ def test_the_property_catches_a_rule_blind_to_an_earlier_validity() -> None:
 
     with (
         mock.patch.object(changes, "_is_earlier", return_value=False),
+        # The second reading also brings a known reset, which places plan-a in the order
+        # of preference: blind that rule too, to leave only the validity's.
+        mock.patch.object(changes, "moves_preference", return_value=False),
         pytest.raises(AssertionError, match="after 1 writes"),
     ):
         _in_rollback(TEETH_WORLD, sequence, stats)
+
+
+def test_the_property_catches_a_rule_blind_to_the_order_of_preference() -> None:
+    # Two plan seats in one allowlist: plan-b resets first, so it comes first; then its
+    # window rolls over (a later reset, the same percent): no standing moves and the
+    # validity is later, but plan-a now comes first.
+    from ladder.core import changes
+
+    world = World(
+        connections=(("plan-a", True), ("plan-b", True)),
+        candidates=((0, ("plan-a", "plan-b"), False),),
+        settings=TEETH_WORLD.settings,
+    )
+    sequence: list[tuple[Any, ...]] = [
+        ("reading", "plan-a", 50.0, None, 7200, 0, False),
+        ("reading", "plan-b", 50.0, None, 900, 0, False),
+        ("advance", 10),
+        ("reading", "plan-b", 50.0, None, 9000, 0, False),
+        ("advance", 10),
+    ]
+    stats = {"checks": 0, "after_writes": 0}
+    _in_rollback(world, sequence, stats)
+
+    with (
+        mock.patch.object(changes, "moves_preference", return_value=False),
+        pytest.raises(AssertionError, match="after 1 writes"),
+    ):
+        _in_rollback(world, sequence, stats)
