@@ -137,7 +137,7 @@ def delete_connection(request: HttpRequest, connection_id: ConnectionIdPath) -> 
 
 
 def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
-    """A connection's billing verdict, rung, reading, hysteresis and cooldown."""
+    """A connection's billing verdict, rung, reading, hysteresis, forecast and cooldown."""
     from billing.services import load_catalog
 
     now = now or timezone.now()
@@ -169,6 +169,9 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
         "cooldown_until": connection.cooldown_until
         if connection.cooldown_until and connection.cooldown_until > now
         else None,
+        "forecast": services.forecast_json(
+            services.forecast_of(connection, now=now, config=config, billing=verdict.billing)
+        ),
         "consecutive_failures": connection.consecutive_failures,
         "quota_error": connection.quota_error,
     }

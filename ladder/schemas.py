@@ -207,6 +207,16 @@ class HysteresisOut(Schema):
     reason: str
 
 
+class ForecastOut(Schema):
+    runs_out_at: datetime | None
+    before_reset: bool | None
+    paid_until_reset_usd: float | None
+    basis: str
+    reset_at: datetime | None
+    paid_by_rung: dict[str, float]
+    sentence: str
+
+
 class StatusOut(Schema):
     connection_id: str
     provider: str
@@ -217,6 +227,7 @@ class StatusOut(Schema):
     reading: ReadingOut | None
     reading_current: bool
     hysteresis: HysteresisOut
+    forecast: ForecastOut | None
     cooldown_until: datetime | None
     consecutive_failures: int
     quota_error: str

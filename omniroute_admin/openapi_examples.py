@@ -72,6 +72,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         },
         "reading_current": True,
         "hysteresis": {"state": "in_play", "since": T, "reason": "in play since its first reading"},
+        "forecast": {
+            "runs_out_at": "2026-11-29T14:00:00Z",
+            "before_reset": True,
+            "paid_until_reset_usd": 3.1,
+            "basis": "from 7 readings over the last 52 min, and the paid rungs' spend over "
+            "the last 60 min",
+            "reset_at": RESET,
+            "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
+            "sentence": "claude-max-1 runs out in about 2 h, 3 h before its reset; at the "
+            "current mix the cheap rung takes about $3.10 until then.",
+        },
         "cooldown_until": None,
         "consecutive_failures": 0,
         "quota_error": "",

@@ -363,6 +363,12 @@ for _name, _value, _least in (
 if NOTIFY_MAX_ATTEMPTS > 20:
     raise ImproperlyConfigured("NOTIFY_MAX_ATTEMPTS must be at most 20.")
 
+# Forecasts (spec/ladder.md, "Forecasts"; docs/OPERATIONS.md): the paid rungs' pace is
+# their ledger spend over this many recent minutes (1 to 10080, a week).
+FORECAST_PAID_LOOKBACK_MINUTES: int = _typed("FORECAST_PAID_LOOKBACK_MINUTES", env.int, 60)
+if not 1 <= FORECAST_PAID_LOOKBACK_MINUTES <= 10080:
+    raise ImproperlyConfigured("FORECAST_PAID_LOOKBACK_MINUTES must be between 1 and 10080.")
+
 # The one beat schedule. The heartbeat has the due scan's period and expiry: fresh, it
 # proves the due scans are being sent and run.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {

@@ -54,6 +54,13 @@ from ladder.services.decisions import (
     registered_categories,
 )
 from ladder.services.events import EventResult, apply_event
+from ladder.services.forecasts import (
+    ConnectionForecast,
+    forecast_json,
+    forecast_of,
+    paid_paces,
+    plan_forecasts,
+)
 from ladder.services.loading import (
     VIEW_FIELDS,
     DecisionInputs,
@@ -161,6 +168,7 @@ __all__ = [
     "BrokerUnavailable",
     "CandidateInput",
     "ConnectionExists",
+    "ConnectionForecast",
     "ConnectionInput",
     "ConnectionState",
     "DecisionInputs",
@@ -205,6 +213,8 @@ __all__ = [
     "due_connection_ids",
     "earliest_spend_at",
     "effective_settings_of",
+    "forecast_json",
+    "forecast_of",
     "get_connection",
     "get_settings_row",
     "hysteresis_of",
@@ -214,6 +224,8 @@ __all__ = [
     "load_views",
     "normalise_reading",
     "operations_state",
+    "paid_paces",
+    "plan_forecasts",
     "prune_budget_crossings",
     "prune_readings",
     "published_auto_ids",

@@ -115,6 +115,18 @@ class Chart(PlotArea):
     def now_threshold(self) -> ThresholdSegment | None:
         return self.thresholds[-1] if self.thresholds else None
 
+    def x_at(self, at: datetime) -> float:
+        """The x of an instant on the time axis (clamped to the plot)."""
+        if self.start is None or self.end is None:
+            return float(self.left)
+        span = max((self.end - self.start).total_seconds(), 1.0)
+        offset = min(max((at - self.start).total_seconds(), 0.0), span)
+        return self.left + self.plot_width * offset / span
+
+    def y_at(self, percent: float) -> float:
+        """The y of a remaining percent (clamped to 0..100)."""
+        return self.top + self.plot_height * (1 - min(max(percent, 0.0), 100.0) / 100)
+
 
 def _coordinate(value: float) -> str:
     return f"{value:.1f}"
@@ -164,30 +176,36 @@ def remaining_chart(
     since: datetime,
     now: datetime,
     periods: Sequence[SettingsPeriod] = (),
+    until: datetime | None = None,
 ) -> Chart:
     """Remaining % as a step line over the span the data covers (from the first reading
     or transition within [since, now] to now; at least MIN_SPAN), with the exit cutoff
     and the re-entry floor drawn over the period each value applied (`periods`, oldest
     first, from the settings' audit; the last is the current settings, labelled "now")
-    and each hysteresis transition (with its sentence) marked where it happened."""
+    and each hysteresis transition (with its sentence) marked where it happened.
+    `until`: the time axis goes on past now to that instant (a forecast's room)."""
     chart = Chart()
+    end = max(now, until) if until is not None else now
     instants = [r.checked_at for r in readings if r.checked_at >= since] + [
         t.at for t, _ in transitions if t.at >= since
     ]
     start = min(instants, default=since)
     start = min(start, now - MIN_SPAN) if instants else since
     start = max(start, since)
-    chart.start, chart.end = start, now
-    span = max((now - start).total_seconds(), 1.0)
+    chart.start, chart.end = start, end
+    span = max((end - start).total_seconds(), 1.0)
     plot_width = chart.plot_width
     plot_height = chart.plot_height
     whole_window = start == since
+    past = max((now - start).total_seconds(), 1.0)
     chart.span_text = (
-        f"the last {_span_words(span)}"
+        f"the last {_span_words(past)}"
         if whole_window
-        else f"{_span_words(span)} of data, {start:%H:%M} to {now:%H:%M} UTC "
+        else f"{_span_words(past)} of data, {start:%H:%M} to {now:%H:%M} UTC "
         f"(no earlier reading in the last {_span_words((now - since).total_seconds())})"
     )
+    if end > now:
+        chart.span_text += f", and the forecast to {end:%H:%M} UTC"
 
     def x_of(at: datetime) -> float:
         offset = min(max((at - start).total_seconds(), 0.0), span)
@@ -235,9 +253,9 @@ def remaining_chart(
                 f"{transition.at:%H:%M:%S} UTC: {transition.get_state_display()} ({why})",
             )
         )
-    chart.thresholds = _threshold_segments(periods, config, start, now, x_of, y_of)
+    chart.thresholds = _threshold_segments(periods, config, start, end, x_of, y_of)
     chart.y_ticks = [(_coordinate(y_of(p)), str(p)) for p in (0, 25, 50, 75, 100)]
-    ticks = time_ticks(start, now)
+    ticks = time_ticks(start, end)
     edge = 16.0
     chart.ticks = [
         ChartTick(

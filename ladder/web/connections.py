@@ -36,6 +36,7 @@ from ladder.web.connection_states import (
     sort_links,
     stand_state,
 )
+from ladder.web.forecast_chart import forecast_drawing, forecast_until
 from ladder.web.onboarding import push_instructions
 from ladder.web.presenters import CONNECTIONS_PER_PAGE, connection_table
 from omniroute_admin import dashboard
@@ -168,7 +169,7 @@ def connection_detail_context(
     now: datetime, connection_id: str, base_url: str = ""
 ) -> dict[str, Any]:
     """One connection's status, where it stands in the published pools, the candidates
-    that name it, its last 24 hours of readings and its transitions."""
+    that name it, its last 24 hours of readings and its transitions, and its forecast."""
     table = connection_table(now, connection_id=connection_id)
     row = table.rows[0]
     since = now - timedelta(hours=HISTORY_HOURS)
@@ -179,6 +180,12 @@ def connection_detail_context(
         (t, hysteresis_why(t.state, t.reason, table.config, is_current=False)) for t in transitions
     ]
     periods = settings_periods(services.settings_changes_since(since))
+    forecast = services.forecast_of(
+        row.connection, now=now, config=table.config, billing=row.verdict.billing
+    )
+    chart = remaining_chart(
+        readings, explained, table.config, since, now, periods, until=forecast_until(forecast, now)
+    )
     membership = memberships(services.decide_published(now=now)).get(connection_id)
     naming = candidates_naming(connection_id, Candidate.objects.order_by("priority", "id"))
     return {
@@ -191,7 +198,11 @@ def connection_detail_context(
         if not row.can_refresh
         else None,
         "config": table.config,
-        "chart": remaining_chart(readings, explained, table.config, since, now, periods),
+        "chart": chart,
+        "forecast": forecast,
+        "forecast_drawing": forecast_drawing(
+            chart, forecast, readings, table.config.exit_cutoff_percent, now
+        ),
         "readings": readings,
         "readings_count": len(readings),
         "transitions": explained,

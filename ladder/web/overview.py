@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from ladder import beat, services
-from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID
+from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from ladder.core.prose import money_text
 from ladder.web.overview_facts import distinct_connections, next_change, rung_summaries
 from ladder.web.presenters import beat_banner, budget_lines, freshness
@@ -20,7 +20,8 @@ from omniroute_admin.dashboard import HtmxHttpRequest, render, viewer_required
 @require_GET
 @viewer_required
 def overview(request: HtmxHttpRequest) -> TemplateResponse:
-    """The ladder at a glance: rungs, spend, reading freshness and the next reset."""
+    """The ladder at a glance: paid, saved and what happens next, rungs, spend, reading
+    freshness and the next reset."""
     now = dashboard.current_time()
     config = services.load_config()
     subscription = services.decide_registered(SUBSCRIPTION_AUTO_ID, now=now)
@@ -28,6 +29,13 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
     spend = services.spend_summary(now=now)
     health = services.reading_health(now=now)
     fresh = freshness(health, config, now)
+    forecasts = services.plan_forecasts(
+        now=now,
+        config=config,
+        window_spent={
+            Rung.from_label(label): budget.spent_usd for label, budget in spend.rungs.items()
+        },
+    )
     context = {
         "now": now,
         "rungs": rung_summaries(thrifty, spend),
@@ -44,5 +52,8 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
         "config": config,
         "next_change": next_change(subscription, thrifty, fresh, now),
         "connections_url": reverse("ladder:connections"),
+        # What happens next (ladder/core/forecast.py): those with a run-out instant lead.
+        "forecasts": [f for f in forecasts if f.forecast.runs_out_at is not None],
+        "unforecast_count": sum(1 for f in forecasts if f.forecast.runs_out_at is None),
     }
     return render(request, "ladder/overview.html", context, partials=("ladder-status",))

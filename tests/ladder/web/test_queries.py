@@ -22,9 +22,11 @@ pytestmark = pytest.mark.django_db
 # middleware in a savepoint) and the signed-in user belong to the middleware and are not
 # counted (see `page_queries`).
 PAGE_QUERIES = {
-    "/": 8,  # the beat heartbeat
+    "/": 11,  # the beat heartbeat; the forecasts: newest readings, catalog, ledger pace
     "/connections/": 13,  # the published decisions: where each connection stands
-    "/connections/claude-max-1/": 16,  # the same, the candidates naming it, settings changes
+    # the same, the candidates naming it, settings changes; its forecast: its newest
+    # readings, the ledger's paid pace, the budget window's spend
+    "/connections/claude-max-1/": 19,
     "/connections/?state=in-play&rung=subscription&sort=-quota&q=a": 12,  # whole, no count
     "/candidates/": 10,
     "/candidates/?q=claude&page=2": 10,
