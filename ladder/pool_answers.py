@@ -142,8 +142,10 @@ _POOL_HEADERS = {
 }
 POOL_CACHING_OPENAPI: dict[str, Any] = {
     "responses": {
-        "200": {"headers": _POOL_HEADERS},
-        "304": {
+        # Ints, as ninja keys its responses: the headers merge into its 200 (a string
+        # "200" would be a second, duplicate key in the served JSON).
+        200: {"headers": _POOL_HEADERS},
+        304: {
             "description": "Not Modified: If-None-Match names the current tag (or is *). No body.",
             "headers": _POOL_HEADERS,
         },

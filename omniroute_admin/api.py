@@ -1,8 +1,11 @@
 """The one NinjaAPI, mounted at /api/v1/: each app contributes one Router."""
 
+import json
+import threading
 from typing import Any
 
 from ninja import NinjaAPI
+from ninja.responses import NinjaJSONEncoder
 
 from billing import services as billing_services
 from billing.alias_api import router as alias_router
@@ -17,10 +20,31 @@ from omniroute_admin.openapi_examples import add_examples
 
 
 class OmniRouteAPI(NinjaAPI):
-    """The NinjaAPI whose OpenAPI document carries an example for every response schema."""
+    """The NinjaAPI whose OpenAPI document carries an example for every response schema.
 
-    def get_openapi_schema(self, **kwargs: Any) -> Any:
-        return add_examples(super().get_openapi_schema(**kwargs))
+    The document depends on the code alone, so it is built once per process (per path
+    prefix) and served from that copy: building it took most of a second on a loaded
+    machine, which under the API deadline answered 503s (docs/RELIABILITY.md)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._built: dict[str, str] = {}  # path prefix -> the document as JSON
+        self._build_lock = threading.Lock()
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> Any:
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        if path_prefix not in self._built:
+            with self._build_lock:
+                if path_prefix not in self._built:
+                    document = super().get_openapi_schema(path_prefix=path_prefix)
+                    self._built[path_prefix] = json.dumps(
+                        add_examples(document), cls=NinjaJSONEncoder
+                    )
+        # A fresh copy: a caller that edits its document never edits the next caller's.
+        return json.loads(self._built[path_prefix])
 
 
 api = OmniRouteAPI(

@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 # request keeps one database connection.
 MAX_THREADS = 16
 DETAIL = "The database did not answer in time; retry shortly."
+# The API's own document and its docs page: built from the code alone (once per process,
+# omniroute_admin/api.py), never from the database, so no deadline and no 503 blaming it.
+DOCS_PATHS = frozenset({"/api/v1/openapi.json", "/api/v1/docs"})
 # The answer of omniroute_admin.errors to a database error inside the ninja API.
 UNAVAILABLE_DETAIL = "The database is unavailable; retry shortly."
 
@@ -352,7 +355,7 @@ class RequestDeadlineMiddleware:
             if dashboard_deadline_applies(request.path):
                 return self._dashboard(request)
             return self.get_response(request)
-        if not deadline_applies():
+        if request.path in DOCS_PATHS or not deadline_applies():
             return self.get_response(request)
         try:
             # Read the body here: the server owns the socket, and reuses it for the next
