@@ -14,6 +14,8 @@ a subject first seen unhealthy is notified, one first seen healthy is not):
     credential:<conn.>  ok | rejected
     budget:<rung>       0 | 50 | 80 | 100 (the highest threshold notified), scoped to one
                         budget window and one budget amount
+    low:<connection>    ok | low (forecast to run out before its reset), scoped to one
+                        window (its reset): once per window
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Final
+
+from ladder.core.forecast import SAME_WINDOW_TOLERANCE
 
 # --------------------------------------------------------------------------- kinds
 
@@ -39,6 +43,7 @@ class Kind(StrEnum):
     CREDENTIAL_REJECTED = "credential_rejected"
     SUBSCRIPTION_EMPTY = "subscription_empty"
     SUBSCRIPTION_BACK = "subscription_back"
+    PLAN_LOW = "plan_low"
     TEST = "test"
 
     @property
@@ -56,6 +61,7 @@ _TITLES: Final = {
     Kind.CREDENTIAL_REJECTED: "Credential rejected",
     Kind.SUBSCRIPTION_EMPTY: "auto/subscription is empty",
     Kind.SUBSCRIPTION_BACK: "auto/subscription has usable connections again",
+    Kind.PLAN_LOW: "Plan connection forecast to run out before its reset",
     Kind.TEST: "Test notification",
 }
 # The kinds the rules produce (a webhook may subscribe to these; TEST is always sent).
@@ -68,11 +74,13 @@ SUBSCRIPTION: Final = "subscription"
 PLAN_PREFIX: Final = "plan:"
 CREDENTIAL_PREFIX: Final = "credential:"
 BUDGET_PREFIX: Final = "budget:"
+LOW_PREFIX: Final = "low:"
 
 FRESH, STALE = "fresh", "stale"
 NON_EMPTY, EMPTY_PENDING, EMPTY = "non_empty", "empty_pending", "empty"
 IN_PLAY, DROPPED_OUT = "in_play", "dropped_out"
 OK, REJECTED = "ok", "rejected"
+LOW = "low"
 
 # --------------------------------------------------------------------------- observations
 
@@ -108,6 +116,22 @@ class BudgetObservation:
 
 
 @dataclass(frozen=True, slots=True)
+class ForecastObservation:
+    """One active plan connection's forecast (ladder/core/forecast.py) with a run-out
+    instant: its sentence and basis, and the paid spend expected until its reset."""
+
+    connection_id: str
+    runs_out_at: datetime
+    reset_at: datetime | None
+    before_reset: bool | None
+    has_run_out: bool
+    paid_until_reset_usd: Decimal | None
+    paid_by_rung: Mapping[str, Decimal]
+    basis: str
+    sentence: str
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything the rules look at, observed at `now`."""
 
@@ -121,6 +145,7 @@ class Observation:
     plans: Sequence[PlanObservation] = ()
     rejected_credentials: Sequence[CredentialObservation] = ()
     budgets: Sequence[BudgetObservation] = ()
+    forecasts: Sequence[ForecastObservation] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +215,12 @@ def budget_scope(budget: BudgetObservation) -> str:
 
 def evaluate(previous: Mapping[str, Notified], observed: Observation) -> Evaluation:
     """The transitions between the last notified states and the observed ones, in the
-    order readings, subscription, plans, credentials, budgets."""
+    order readings, subscription, plans, forecasts, credentials, budgets."""
     run = _Run(previous)
     _readings(run, observed)
     _subscription(run, observed)
     _plans(run, observed)
+    _forecasts(run, observed)
     _credentials(run, observed)
     _budgets(run, observed)
     return Evaluation(tuple(run.transitions), dict(run.changes))
@@ -342,6 +368,50 @@ def _plans(run: _Run, observed: Observation) -> None:
             summary = f"Plan connection {plan.connection_id} is back in play: {plan.reason}."
             kind = Kind.PLAN_BACK
         run.notify(subject, status, kind, plan.since or observed.now, summary, details)
+
+
+def _same_window(scope: str, reset_at: datetime) -> bool:
+    """Whether a stored scope (a reset instant) names the window of `reset_at`: a reset
+    that moved by less than SAME_WINDOW_TOLERANCE is jitter, not a new window."""
+    try:
+        stored = datetime.fromisoformat(scope)
+    except ValueError:
+        return False
+    return abs(stored - reset_at) < SAME_WINDOW_TOLERANCE
+
+
+def _forecasts(run: _Run, observed: Observation) -> None:
+    # Once per window: the state is scoped by the window's reset, so a forecast that
+    # wavers (before the reset, after it, before it again) is told once, and the next
+    # window starts afresh. A plan that has run out already is `plan_exhausted`'s news.
+    for seen in sorted(observed.forecasts, key=lambda f: f.connection_id):
+        reset_at = seen.reset_at
+        if seen.before_reset is not True or seen.has_run_out or reset_at is None:
+            continue
+        subject = LOW_PREFIX + seen.connection_id
+        old = run.previous.get(subject)
+        if old is not None and old.status == LOW and _same_window(old.scope, reset_at):
+            continue
+        paid = seen.paid_until_reset_usd
+        run.notify(
+            subject,
+            LOW,
+            Kind.PLAN_LOW,
+            observed.now,
+            f"{seen.sentence} Forecast {seen.basis}.",
+            {
+                "connection_id": seen.connection_id,
+                "runs_out_at": _iso(seen.runs_out_at),
+                "reset_at": _iso(reset_at),
+                "before_reset": True,
+                "paid_until_reset_usd": float(paid) if paid is not None else None,
+                "paid_by_rung": {
+                    rung: float(usd) for rung, usd in sorted(seen.paid_by_rung.items())
+                },
+                "basis": seen.basis,
+            },
+            scope=reset_at.astimezone(UTC).isoformat(),
+        )
 
 
 def _credentials(run: _Run, observed: Observation) -> None:

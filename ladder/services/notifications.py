@@ -19,7 +19,7 @@ from django.utils import timezone
 from billing import services as billing_services
 from billing.classify import Billing
 from ladder import services
-from ladder.core import SUBSCRIPTION_AUTO_ID
+from ladder.core import SUBSCRIPTION_AUTO_ID, Rung
 from ladder.core import notifications as rules
 from ladder.models import Connection, NotificationDelivery, NotificationState, Webhook
 from ladder.services import enqueue
@@ -44,7 +44,8 @@ def clock() -> datetime:
 
 def observe(now: datetime) -> rules.Observation:
     """What the rules look at, through the ladder's public services (a fixed number of
-    queries: settings, reading health, spend, the subscription decision, connections)."""
+    queries: settings, reading health, spend, the subscription decision, connections,
+    the plans' forecasts)."""
     config = services.load_config()
     health = services.reading_health(now=now)
     spend = services.spend_summary(now=now)
@@ -90,6 +91,25 @@ def observe(now: datetime) -> rules.Observation:
         )
         for rung, budget in spend.rungs.items()
     ]
+    forecasts = [
+        rules.ForecastObservation(
+            connection_id=item.connection_id,
+            runs_out_at=item.forecast.runs_out_at,
+            reset_at=item.forecast.reset_at,
+            before_reset=item.forecast.before_reset,
+            has_run_out=item.forecast.has_run_out,
+            paid_until_reset_usd=item.forecast.paid_until_reset_usd,
+            paid_by_rung={rung.label: usd for rung, usd in item.forecast.paid_by_rung},
+            basis=item.forecast.basis,
+            sentence=item.sentence,
+        )
+        for item in services.plan_forecasts(
+            now=now,
+            config=config,
+            window_spent={Rung.from_label(rung): b.spent_usd for rung, b in spend.rungs.items()},
+        )
+        if item.forecast.runs_out_at is not None
+    ]
     return rules.Observation(
         now=now,
         newest_polled_reading_at=health.newest_polled_reading_at,
@@ -100,6 +120,7 @@ def observe(now: datetime) -> rules.Observation:
         plans=plans,
         rejected_credentials=rejected,
         budgets=budgets,
+        forecasts=forecasts,
     )
 
 

@@ -632,3 +632,90 @@ def test_the_verification_snippet_in_the_docs_accepts_a_signed_body_and_nothing_
     assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body) is True
     assert namespace["is_authentic"]("whsec_docs-secret-0000", headers, body + b" ") is False
     assert namespace["is_authentic"]("whsec_other-secret-000", headers, body) is False
+
+
+# --- plan_low: forecast to run out before the reset, once per window -----------------------
+
+RESET_1 = at(4 * 3600)
+RESET_2 = at(9 * 3600)
+
+
+def low(
+    seconds: float,
+    reset_at: datetime = RESET_1,
+    *,
+    before_reset: bool = True,
+    has_run_out: bool = False,
+    runs_out_in: float = 3600,
+) -> Observation:
+    return Observation(
+        now=at(seconds),
+        forecasts=[
+            rules.ForecastObservation(
+                connection_id="claude-max-1",
+                runs_out_at=at(seconds + runs_out_in),
+                reset_at=reset_at,
+                before_reset=before_reset,
+                has_run_out=has_run_out,
+                paid_until_reset_usd=Decimal("3.10"),
+                paid_by_rung={"premium": Decimal("0.00"), "cheap": Decimal("3.10")},
+                basis="from 7 readings over the last 52 min",
+                sentence="claude-max-1 runs out in about 1 h, 3 h before its reset; at the "
+                "current mix the cheap rung takes about $3.10 until then.",
+            )
+        ],
+    )
+
+
+def test_plan_low_is_sent_once_per_window_however_the_forecast_wavers() -> None:
+    steps = run_script(
+        [
+            low(0),
+            low(30),  # still low: nothing
+            low(60, before_reset=False),  # the pace slowed: nothing taken back
+            low(90),  # low again in the same window: nothing
+            low(120, RESET_1 + timedelta(seconds=1.9)),  # the reset jittered: same window
+            low(5 * 3600, RESET_2),  # the next window: told again
+        ]
+    )
+
+    assert steps == [
+        [("plan_low", "low:claude-max-1#1", at(0))],
+        [],
+        [],
+        [],
+        [],
+        [("plan_low", "low:claude-max-1#2", at(5 * 3600))],
+    ]
+
+
+@pytest.mark.parametrize(
+    "observed",
+    [
+        pytest.param(low(0, before_reset=False), id="the-reset-comes-first"),
+        pytest.param(low(0, has_run_out=True, runs_out_in=-60), id="already-run-out"),
+    ],
+)
+def test_plan_low_is_not_sent_when_the_reset_comes_first_or_the_plan_ran_out(
+    observed: Observation,
+) -> None:
+    assert run_script([observed]) == [[]]
+
+
+def test_plan_low_carries_the_forecast_in_its_details_and_summary() -> None:
+    (transition,) = rules.evaluate({}, low(0)).transitions
+
+    assert transition.summary == (
+        "claude-max-1 runs out in about 1 h, 3 h before its reset; at the current mix the "
+        "cheap rung takes about $3.10 until then. Forecast from 7 readings over the last 52 min."
+    )
+    assert transition.details == {
+        "connection_id": "claude-max-1",
+        "runs_out_at": "2026-11-29T13:00:00+00:00",
+        "reset_at": "2026-11-29T16:00:00+00:00",
+        "before_reset": True,
+        "paid_until_reset_usd": 3.1,
+        "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
+        "basis": "from 7 readings over the last 52 min",
+    }
+    assert transition.kind.headline == "Plan connection forecast to run out before its reset"

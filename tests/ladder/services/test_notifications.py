@@ -723,3 +723,54 @@ def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_th
     assert request.headers["host"] == "hooks.example.com"
     # httpcore takes sni_hostname as the TLS server name: SNI and the certificate check.
     assert request.extensions["sni_hostname"] == "hooks.example.com"
+
+
+# --- plan_low -------------------------------------------------------------------------------
+
+
+def burning_plan(connection_id: str = "claude-max-1") -> None:
+    """A plan burning 0.5 % a minute: 37 % left at NOW, out at the cutoff 70 minutes on,
+    its reset 4 hours away."""
+    make_connection(connection_id)
+    for ago, left in ((20, 47.0), (10, 42.0), (0, 37.0)):
+        checked = NOW - timedelta(minutes=ago)
+        make_reading(
+            connection_id,
+            now=checked,
+            checked_at=checked,
+            remaining_percent=left,
+            reset_at=NOW + timedelta(hours=4),
+        )
+
+
+def test_plan_low_is_delivered_once_per_window_signed_with_its_forecast(
+    django_capture_on_commit_callbacks: Any, receiver: FakeUpstream, clock: Clock
+) -> None:
+    burning_plan()
+    hook_to(receiver, kinds=("plan_low",))
+
+    (delivery,) = evaluate(django_capture_on_commit_callbacks)
+    again = evaluate(django_capture_on_commit_callbacks, NOW + timedelta(minutes=5))
+    webhooks.deliver(str(delivery.delivery_id))
+
+    assert again == []
+    assert (delivery.kind, delivery.event_key) == ("plan_low", "low:claude-max-1#1")
+    (request,) = receiver.received
+    assert verify(request, WEBHOOK_SECRET, NOW) is True
+    assert request.headers["x-omniroute-event"] == "plan_low"
+    body = json.loads(request.body)
+    assert body["summary"] == (
+        "claude-max-1 runs out in about 1 h, 3 h before its reset; no paid rung has spent "
+        "lately, so nothing paid is expected until then. Forecast from "
+        "3 readings over the last 20 min, and the paid rungs' spend over the last 60 min."
+    )
+    assert body["details"] == {
+        "connection_id": "claude-max-1",
+        "runs_out_at": "2026-11-29T13:10:00+00:00",
+        "reset_at": "2026-11-29T16:00:00+00:00",
+        "before_reset": True,
+        "paid_until_reset_usd": 0.0,
+        "paid_by_rung": {"cheap": 0.0, "premium": 0.0},
+        "basis": "from 3 readings over the last 20 min, and the paid rungs' spend over the "
+        "last 60 min",
+    }
