@@ -9,7 +9,7 @@ reset.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -17,7 +17,7 @@ from billing.classify import UNCURATED_VERDICT, Billing, BillingVerdict, Overage
 from billing.tiers import Tier
 from ladder.core.auto_ids import AutoId
 from ladder.core.budgets import budget_cause
-from ladder.core.preference import PlanOrder
+from ladder.core.preference import PlanOrder, PreferenceKey
 from ladder.core.prose import catalog_entry_text, duration_text, instant_text
 from ladder.core.quota import quota_cause_within, refresh_expected_at
 from ladder.core.types import (
@@ -90,6 +90,9 @@ class Decision:
     excluded: tuple[Exclusion, ...]
     next_change_at: datetime | None
     valid_until: datetime | None = None
+    # The preference key of each plan connection the order of preference compared (in an
+    # entry of two or more): what the pages' "why this seat first" sentence reads.
+    preference: Mapping[str, PreferenceKey | None] = field(default_factory=dict)
 
 
 def connection_cause(view: ConnectionView, grouping: Grouping, now: datetime) -> Cause | None:
@@ -312,6 +315,7 @@ def decide(
         valid_until=inputs_valid_until(
             connections.values(), spend, config, now, refresh_ticks=grouping == _SUBSCRIPTION
         ),
+        preference=plan_order.keys,
     )
 
 

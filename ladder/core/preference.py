@@ -110,6 +110,11 @@ class PlanOrder:
         self._keys: dict[str, PreferenceKey | None] = {}
         self._orders: dict[tuple[str, ...], list[str]] = {}
 
+    @property
+    def keys(self) -> Mapping[str, PreferenceKey | None]:
+        """The keys computed so far: every connection of an entry that was ordered."""
+        return self._keys
+
     def key(self, connection_id: str) -> PreferenceKey | None:
         """The preference key of a connection of this decision (None: not known)."""
         keys = self._keys

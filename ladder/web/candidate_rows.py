@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from ladder.core import DecidedCandidate, Decision, Exclusion, Rung
 from ladder.models import Candidate
+from ladder.web.presenters import why_first
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +22,8 @@ class Placement:
     auto_id: str
     entries: tuple[DecidedCandidate, ...]
     exclusions: tuple[Exclusion, ...]
+    # Why its first plan connection comes first there (None: fewer than two to order).
+    why_first: str | None = None
 
     @property
     def lands(self) -> bool:
@@ -62,7 +66,9 @@ class _PoolIndex:
     """One decision's entries by candidate id and exclusions by (provider, model,
     connection): built once per decision, so a page of rows costs no rescans."""
 
-    def __init__(self, decision: Decision) -> None:
+    def __init__(self, decision: Decision, now: datetime) -> None:
+        self.decision = decision
+        self.now = now
         self.auto_id = decision.auto_id.auto_id
         self.category = decision.auto_id.category
         self.entries: dict[int | None, list[DecidedCandidate]] = {}
@@ -82,17 +88,25 @@ class _PoolIndex:
             found = self.exclusions.get(key)
             if found:
                 exclusions.append(found[0])
-        return Placement(self.auto_id, tuple(self.entries.get(candidate.pk, ())), tuple(exclusions))
+        entries = tuple(self.entries.get(candidate.pk, ()))
+        sentences = (why_first(entry, self.decision, self.now) for entry in entries)
+        return Placement(
+            self.auto_id,
+            entries,
+            tuple(exclusions),
+            next((sentence for sentence in sentences if sentence is not None), None),
+        )
 
 
 def candidate_rows(
     candidates: Iterable[Candidate],
     decisions: Sequence[Decision],
     registered: set[str],
+    now: datetime,
 ) -> list[CandidateRow]:
     """Rows for these candidates: for each, the flat pools and the category pools of its
     own categories, in the published order (no queries)."""
-    indexes = [_PoolIndex(decision) for decision in decisions]
+    indexes = [_PoolIndex(decision, now) for decision in decisions]
     rows = []
     for candidate in candidates:
         named = named_connection_ids(candidate)

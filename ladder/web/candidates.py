@@ -48,7 +48,7 @@ def _rows(candidates: list[Candidate], now: datetime) -> list[CandidateRow]:
     registered = set(
         Connection.objects.filter(connection_id__in=named).values_list("connection_id", flat=True)
     )
-    return candidate_rows(candidates, decisions, registered)
+    return candidate_rows(candidates, decisions, registered, now)
 
 
 def candidates_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any]:

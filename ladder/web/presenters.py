@@ -30,6 +30,7 @@ from ladder.core import (
     reading_staleness,
     rung_for,
 )
+from ladder.core.preference import preference_sentence
 from ladder.core.prose import percent_text
 from ladder.core.why import hysteresis_why
 from ladder.models import Connection, QuotaReading, Webhook
@@ -338,9 +339,44 @@ class PoolTab:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolEntry:
+    """One entry of a pool as the page shows it, with why its first plan connection
+    comes first (None: fewer than two plan connections to order)."""
+
+    entry: DecidedCandidate
+    why_first: str | None
+
+    @property
+    def provider(self) -> str:
+        return self.entry.provider
+
+    @property
+    def model(self) -> str:
+        return self.entry.model
+
+    @property
+    def connection_id(self) -> str | None:
+        return self.entry.connection_id
+
+    @property
+    def allowed_connection_ids(self) -> tuple[str, ...] | None:
+        return self.entry.allowed_connection_ids
+
+
+def why_first(entry: DecidedCandidate, decision: Decision, now: datetime) -> str | None:
+    """Why an entry's first plan connection comes first ("claude-max-2 first: resets in
+    19 h with 40 % left; claude-max-1 resets in 6 d with 90 % left"), from the keys the
+    decision ordered them by; None off the plan rung or for fewer than two."""
+    allowed = entry.allowed_connection_ids
+    if entry.rung is not Rung.SUBSCRIPTION or allowed is None:
+        return None
+    return preference_sentence(allowed, decision.preference, now)
+
+
+@dataclass(frozen=True, slots=True)
 class PoolRung:
     rung: Rung
-    entries: list[DecidedCandidate]
+    entries: list[PoolEntry]
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,9 +389,9 @@ class PoolView:
 
 def pool_view(decision: Decision, now: datetime) -> PoolView:
     """A decision grouped by rung, in ladder order."""
-    by_rung: dict[Rung, list[DecidedCandidate]] = {}
+    by_rung: dict[Rung, list[PoolEntry]] = {}
     for entry in decision.candidates:
-        by_rung.setdefault(entry.rung, []).append(entry)
+        by_rung.setdefault(entry.rung, []).append(PoolEntry(entry, why_first(entry, decision, now)))
     return PoolView(
         decision=decision,
         rungs=[PoolRung(rung, by_rung[rung]) for rung in Rung if rung in by_rung],

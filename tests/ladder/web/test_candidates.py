@@ -4,6 +4,7 @@ through the API); a viewer sees no form and gets a 403 on every write, nothing c
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -108,6 +109,25 @@ def test_the_list_shows_each_candidate_with_the_pools_it_lands_in_and_why_not(
     ]
     assert subscription.text.startswith("auto/subscription not in")
     assert thrifty.text == "auto/thrifty in premium via openai-key, ghost"
+
+
+def test_the_candidate_page_says_why_its_first_seat_comes_first(viewer: Client) -> None:
+    make_connection("claude-max-1")
+    make_connection("claude-max-2")
+    make_reading("claude-max-1", remaining_percent=90.0, reset_at=NOW + timedelta(days=6))
+    make_reading("claude-max-2", remaining_percent=40.0, reset_at=NOW + timedelta(hours=19))
+    both = make_candidate(allowed_connection_ids=("claude-max-1", "claude-max-2"))
+
+    page = parse(viewer.get(f"/candidates/{both.pk}/").content)
+
+    subscription = page.by_class("placement")[0]
+    assert subscription.text.startswith(
+        "auto/subscription in subscription via claude-max-2, claude-max-1"
+    )
+    assert subscription.by_class("why-first")[0].text == (
+        "claude-max-2 first: resets in 19 h with 40 % left; "
+        "claude-max-1 resets in 6 d with 90 % left"
+    )
 
 
 def test_the_list_fragment_is_the_table_alone(world: dict[str, Candidate], viewer: Client) -> None:

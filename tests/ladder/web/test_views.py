@@ -15,7 +15,14 @@ from ladder.models import ApiToken, Connection, LadderSettings, QuotaReading
 from ladder.services import enqueue
 from ladder.tokens import hash_secret
 from omniroute_admin import dashboard
-from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
+from tests.ladder.factories import (
+    NOW,
+    api,
+    make_candidate,
+    make_connection,
+    make_reading,
+    make_token,
+)
 from tests.pages import parse
 from tests.worlds import grow_world, htmx_headers, seed_demo_world, signed_in
 
@@ -397,6 +404,32 @@ def test_pools_groups_the_thrifty_pool_by_rung_in_order(demo: None, viewer: Clie
             ["claude/claude-sonnet-4-5 via anthropic-key", "openai/gpt-4o via openai-key"],
         ),
     ]
+
+
+def test_pools_say_why_the_seat_that_resets_soonest_comes_first(viewer: Client) -> None:
+    for connection_id, left, reset_in in (
+        ("claude-max-1", 90.0, timedelta(days=6)),
+        ("claude-max-2", 40.0, timedelta(hours=19)),
+    ):
+        make_connection(connection_id)
+        make_reading(connection_id, remaining_percent=left, reset_at=NOW + reset_in)
+    make_candidate(allowed_connection_ids=("claude-max-1", "claude-max-2"))
+
+    page = parse(viewer.get("/pools/?auto_id=auto/subscription").content)
+
+    entry = page.by_class("pool-entries")[0].by_tag("li")[0]
+    assert [link.text for link in entry.by_tag("a")] == ["claude-max-2", "claude-max-1"]
+    assert entry.by_class("why-first")[0].text == (
+        "claude-max-2 first: resets in 19 h with 40 % left; "
+        "claude-max-1 resets in 6 d with 90 % left"
+    )
+
+
+def test_pools_say_nothing_of_order_for_a_single_seat(demo: None, viewer: Client) -> None:
+    page = parse(viewer.get("/pools/?auto_id=auto/subscription").content)
+
+    assert page.by_class("pool-entries")
+    assert page.by_class("why-first") == []
 
 
 def test_pools_shows_each_exclusion_with_its_reason_sentence(demo: None, viewer: Client) -> None:
