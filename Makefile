@@ -21,11 +21,15 @@ install: $(STAMP)
 	@$(PY) -c 'from cryptography.fernet import Fernet; print("OMNIROUTE_CREDENTIAL_KEY=k1:" + Fernet.generate_key().decode())' > .env
 	@echo "Wrote .env with a new OMNIROUTE_CREDENTIAL_KEY (keep it: it decrypts stored credentials)."
 
+# The dashboard's port: `make run RUN_PORT=8001` when 8000 is taken.
+RUN_PORT ?= 8000
+export RUN_PORT
+
 run: install .env
 	@mkdir -p var/broker/processed
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py first_run
-	@echo "Serving http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all of them."
+	@echo "Serving http://127.0.0.1:$(RUN_PORT) with a Celery worker and beat; Ctrl-C stops all of them."
 	@# Ctrl-C is the way to stop: honcho then exits 130 (SIGINT) or 143 (SIGTERM), a
 	@# clean stop, not an error for make to report.
 	@$(VENV)/bin/honcho --no-prefix -f Procfile start; status=$$?; \

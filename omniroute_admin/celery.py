@@ -6,10 +6,16 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
+from kombu.transport import TRANSPORT_ALIASES
 
 from omniroute_admin.log_escape import escape_handlers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute_admin.settings")
+
+# `filesystem://` (the embedded default) names kombu's filesystem transport with messages
+# written whole before they appear (omniroute_admin/broker.py), in every process: the web
+# and the beat publish, the worker reads.
+TRANSPORT_ALIASES["filesystem"] = "omniroute_admin.broker:Transport"
 
 app = Celery("omniroute_admin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
