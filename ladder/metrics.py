@@ -44,6 +44,12 @@ EVENTS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+LOGIN_THROTTLE_UNAVAILABLE = Counter(
+    "omniroute_login_throttle_unavailable",
+    "Sign-in attempts let through unthrottled because the cache holding the failure "
+    "counts did not answer (omniroute_admin/login_throttle.py).",
+    registry=REGISTRY,
+)
 
 
 def auto_id_label(auto_id: AutoId) -> str:

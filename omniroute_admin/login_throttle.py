@@ -3,11 +3,17 @@ alike: after too many failures for one user name from one address (or from one a
 overall) within a window, further attempts are refused before the password is checked.
 Both pages count against the same budget, so alternating between them gains nothing.
 Counts live in Django's cache (set CACHE_URL to a shared cache such as Redis when running
-several web processes)."""
+several web processes).
+
+With that cache down the throttle fails open: the attempt is checked by its password
+alone, a warning is logged and `omniroute_login_throttle_unavailable_total` counts it,
+so an outage of the cache never locks operators out of the dashboard or the admin (nor
+answers their sign-in with a 500). The passwords' hashing still slows guessing."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 from django import forms
@@ -16,6 +22,10 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.http import HttpRequest
+
+from ladder.metrics import LOGIN_THROTTLE_UNAVAILABLE
+
+logger = logging.getLogger(__name__)
 
 THROTTLED_MESSAGE = (
     "Too many failed sign-ins. Wait %(minutes)d minutes and try again, or ask an "
@@ -44,25 +54,56 @@ class _ThrottledSignIn(AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         user_key, address_key = self._keys()
-        window = settings.LOGIN_FAILURE_WINDOW_SECONDS
-        if (cache.get(user_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_USER) or (
-            cache.get(address_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_ADDRESS
-        ):
+        try:
+            throttled = self._throttled(user_key, address_key)
+        except Exception as error:  # the cache is down: fail open, logged and counted
+            _unavailable("read", error)
+            return super().clean()
+        if throttled:
+            window = settings.LOGIN_FAILURE_WINDOW_SECONDS
             raise forms.ValidationError(
                 THROTTLED_MESSAGE, code="throttled", params={"minutes": max(1, window // 60)}
             )
         try:
             cleaned = super().clean()
         except forms.ValidationError:
-            for key in (user_key, address_key):
-                cache.add(key, 0, timeout=window)
-                try:
-                    cache.incr(key)
-                except ValueError:  # expired between add and incr
-                    cache.set(key, 1, timeout=window)
+            try:
+                _count_failure(user_key, address_key)
+            except Exception as error:  # as above: the failure goes uncounted
+                _unavailable("count", error)
             raise
-        cache.delete(user_key)
+        try:
+            cache.delete(user_key)
+        except Exception as error:
+            _unavailable("reset", error)
         return cleaned
+
+    @staticmethod
+    def _throttled(user_key: str, address_key: str) -> bool:
+        return bool(
+            cache.get(user_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_USER
+            or cache.get(address_key, 0) >= settings.LOGIN_MAX_FAILURES_PER_ADDRESS
+        )
+
+
+def _count_failure(*keys: str) -> None:
+    window = settings.LOGIN_FAILURE_WINDOW_SECONDS
+    for key in keys:
+        cache.add(key, 0, timeout=window)
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=window)
+
+
+def _unavailable(step: str, error: Exception) -> None:
+    """The cache did not answer: the attempt goes on unthrottled, logged and counted."""
+    LOGIN_THROTTLE_UNAVAILABLE.inc()
+    logger.warning(
+        "sign-in throttle unavailable (%s failed: %s): attempt let through unthrottled",
+        step,
+        type(error).__name__,
+    )
 
 
 class ThrottledAuthenticationForm(_ThrottledSignIn):

@@ -3,11 +3,15 @@ session key at sign-in."""
 
 from __future__ import annotations
 
+import socket
 import time
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client, override_settings
+
+from ladder import metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -158,3 +162,53 @@ def test_admin_sign_in_under_the_limit_still_works(client: Client) -> None:
 
     assert right.status_code == 302
     assert client.get("/admin/").status_code == 200
+
+
+@pytest.fixture
+def cache_down(settings: Any) -> None:
+    """Django's cache on a Redis that is not there (a port nothing listens on)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
+        }
+    }
+
+
+def _unavailable_count() -> float:
+    return metrics.REGISTRY.get_sample_value("omniroute_login_throttle_unavailable_total") or 0.0
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_with_the_sign_in_cache_down_a_sign_in_fails_open_logged_and_counted(
+    client: Client, cache_down: None, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    User.objects.create_superuser("root", password="a-long-test-password")
+    before = _unavailable_count()
+
+    right = client.post(path, {"username": "root", "password": "a-long-test-password"})
+
+    assert right.status_code == 302
+    assert client.session["_auth_user_id"] == str(User.objects.get(username="root").pk)
+    assert _unavailable_count() - before == 1
+    assert [r.getMessage() for r in caplog.records if r.name.endswith("login_throttle")] == [
+        "sign-in throttle unavailable (read failed: ConnectionError): "
+        "attempt let through unthrottled"
+    ]
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_with_the_sign_in_cache_down_a_wrong_password_is_the_form_error_not_a_500(
+    cache_down: None, path: str
+) -> None:
+    User.objects.create_superuser("root", password="a-long-test-password")
+    client = Client(raise_request_exception=False)
+
+    wrong = client.post(path, {"username": "root", "password": "nope"})
+
+    assert wrong.status_code == 200
+    assert "correct username and password" in wrong.content.decode()
+    assert "_auth_user_id" not in client.session
