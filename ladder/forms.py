@@ -4,6 +4,7 @@ webhooks. The services validate again; these give the browser field-level messag
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.core.exceptions import ValidationError
 
 from billing.models import MODEL_MAX_LENGTH as CANDIDATE_MODEL_MAX_LENGTH
 from billing.models import PROVIDER_MAX_LENGTH as CANDIDATE_PROVIDER_MAX_LENGTH
+from billing.names import did_you_mean
 from ladder.core.notifications import SUBSCRIBABLE_KINDS
 from ladder.core.settings_bounds import SETTINGS_BOUNDS, TUNING_FIELDS, TuningField
 from ladder.core.webhooks import MAX_URL_LENGTH
@@ -277,9 +279,17 @@ def _words(value: str) -> list[str]:
     return list(dict.fromkeys(item for item in re.split(r"[\s,]+", value) if item))
 
 
+# The datalist of registered connection ids the candidate form's connection fields offer.
+REGISTERED_CONNECTIONS_LIST = "registered-connections"
+
+
 class CandidateForm(forms.Form):
     """A registered candidate: a (provider, model) pair, its categories and priority, and
-    where it may be served: one pinned connection, or an allowlist of them."""
+    where it may be served: one pinned connection, or an allowlist of them. Connection
+    ids are picked from the registered ones; an id that is not registered (a typo such as
+    "groq-kye" would publish a candidate no connection serves) is held back, with a "did
+    you mean", until the operator ticks "keep as typed". `registered`: the registered ids
+    and, on an edit, the ids the candidate already names (confirmed when first saved)."""
 
     provider = forms.CharField(label="Provider", max_length=CANDIDATE_PROVIDER_MAX_LENGTH)
     model = forms.CharField(label="Model", max_length=CANDIDATE_MODEL_MAX_LENGTH)
@@ -301,14 +311,41 @@ class CandidateForm(forms.Form):
         required=False,
         max_length=128,
         validators=[validate_connection_id],
-        help_text="Served only by this connection. Leave empty to use the allowlist.",
+        widget=forms.TextInput(
+            attrs={
+                "list": REGISTERED_CONNECTIONS_LIST,
+                "autocomplete": "off",
+                "spellcheck": "false",
+            }
+        ),
+        help_text="Served only by this connection (pick a registered one). Leave empty to "
+        "use the allowlist.",
     )
     allowed_connection_ids = forms.CharField(
         label="Allowlist",
         required=False,
-        help_text="Or: connection ids separated by commas or spaces; the pool keeps the "
-        "ones that pass, in this order.",
+        widget=forms.TextInput(
+            attrs={
+                "list": REGISTERED_CONNECTIONS_LIST,
+                "autocomplete": "off",
+                "spellcheck": "false",
+                "data-multi-list": "",
+            }
+        ),
+        help_text="Or: registered connection ids separated by commas or spaces; the pool "
+        "keeps the ones that pass, in this order.",
     )
+    keep_as_typed = forms.BooleanField(
+        required=False,
+        label="Keep as typed",
+        help_text="Save the connection ids exactly as typed, though no connection is "
+        "registered under them yet (the candidate lands in no pool until one is).",
+    )
+
+    def __init__(self, *args: Any, registered: Collection[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.registered = frozenset(registered)
+        self.unknown_ids: list[str] = []  # named ids no connection is registered under
 
     def clean_categories(self) -> list[str]:
         categories = _words(self.cleaned_data["categories"])
@@ -340,7 +377,31 @@ class CandidateForm(forms.Form):
                     "connection_id",
                     "Give exactly one: a pinned connection, or an allowlist of connections.",
                 )
+            else:
+                self._hold_back_unknown(pinned, allowed)
         return cleaned
+
+    def _hold_back_unknown(self, pinned: str | None, allowed: list[str]) -> None:
+        """An id no connection is registered under is an error until "keep as typed"."""
+        for name, ids in (
+            ("connection_id", [pinned] if pinned else []),
+            ("allowed_connection_ids", allowed),
+        ):
+            unknown = [i for i in ids if i not in self.registered]
+            self.unknown_ids.extend(unknown)
+            if not unknown or self.cleaned_data.get("keep_as_typed"):
+                continue
+            hints = []
+            for connection_id in unknown:
+                meant = did_you_mean(connection_id, self.registered)
+                hints.append(
+                    f"“{connection_id}”" + (f" (did you mean “{meant}”?)" if meant else "")
+                )
+            self.add_error(
+                name,
+                f"No connection is registered as {', '.join(hints)}. Pick a registered one, "
+                "or tick “Keep as typed” to save it anyway.",
+            )
 
     def candidate_input(self) -> CandidateInput:
         data = self.cleaned_data

@@ -75,6 +75,14 @@ def candidates_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any
     }
 
 
+def registered_connections() -> list[tuple[str, str]]:
+    """Every registered connection id with its provider, by id (one query): what the
+    candidate form's connection fields offer."""
+    return list(
+        Connection.objects.order_by("connection_id").values_list("connection_id", "provider")
+    )
+
+
 def add_context(
     request: HtmxHttpRequest | None = None,
     *,
@@ -84,16 +92,14 @@ def add_context(
     """The add form; `?connection=<id>` fills in a connection to pin (and its provider)."""
     prefill: dict[str, Any] = {"priority": 0}
     wanted = request.GET.get("connection", "") if request is not None else ""
+    registered = registered_connections()
     if form is None and wanted and is_connection_id(wanted):
         prefill["connection_id"] = wanted
-        provider = (
-            Connection.objects.filter(connection_id=wanted)
-            .values_list("provider", flat=True)
-            .first()
-        )
+        provider = dict(registered).get(wanted)
         if provider:
             prefill["provider"] = provider
     return {
+        "registered_connections": registered,
         "add_form": form or CandidateForm(auto_id=ADD_IDS, initial=prefill),
         "add_open": form is not None or "connection_id" in prefill,
         "added": added,
@@ -125,7 +131,7 @@ def _actor(request: HtmxHttpRequest) -> str:
 @operator_required
 def candidate_add(request: HtmxHttpRequest) -> HttpResponseBase:
     """Register a candidate; field errors come back with a 422 and nothing changes."""
-    form = CandidateForm(request.POST, auto_id=ADD_IDS)
+    form = CandidateForm(request.POST, auto_id=ADD_IDS, registered=dict(registered_connections()))
     if not form.is_valid():
         return _add_panel(request, status=422, form=form)
     candidate = services.save_candidate(form.candidate_input(), actor=_actor(request))
@@ -178,6 +184,7 @@ def edit_context(
 ) -> dict[str, Any]:
     return {
         "candidate": candidate,
+        "registered_connections": registered_connections(),
         "edit_form": form or CandidateForm(initial=candidate_initial(candidate)),
         "is_confirming_delete": is_confirming_delete,
         "edit_notice": notice,
@@ -221,7 +228,9 @@ def candidate_edit(request: HtmxHttpRequest, candidate_id: int) -> HttpResponseB
     if candidate is None:
         messages.error(request, f"No candidate {candidate_id}: nothing was saved.")
         return _to_list(request)
-    form = CandidateForm(request.POST)
+    # The ids it names already were confirmed when first saved: only new ones are asked.
+    known = {*dict(registered_connections()), *named_connection_ids(candidate)}
+    form = CandidateForm(request.POST, registered=known)
     if not form.is_valid():
         return _edit_panel(request, candidate, status=422, form=form)
     try:

@@ -392,3 +392,78 @@ def test_a_missing_candidate_or_connection_is_the_dashboards_404_page(
     fragment = viewer.get(url, headers=htmx_headers("candidate-status"))
     assert fragment.status_code == 404
     assert fragment.content.decode().lstrip().startswith('<section id="not-found"')
+
+
+# --- connections are picked, not typed ---------------------------------------------------------
+
+
+def test_the_form_offers_the_registered_connections_to_pick(
+    world: dict[str, Candidate], operator: Client
+) -> None:
+    page = parse(operator.get("/candidates/").content)
+
+    offered = [o.attrs["value"] for o in page.by_id("registered-connections").by_tag("option")]
+    assert offered == ["claude-max-1", "openai-key"]
+    assert page.by_id("add-connection_id").attrs["list"] == "registered-connections"
+    assert page.by_id("add-allowed_connection_ids").attrs["list"] == "registered-connections"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"connection_id": "claude-max-l"},
+            "connection_id",
+            "No connection is registered as “claude-max-l” (did you mean “claude-max-1”?). "
+            "Pick a registered one, or tick “Keep as typed” to save it anyway.",
+        ),
+        (
+            {"connection_id": "", "allowed_connection_ids": "openai-key, nowhere-9"},
+            "allowed_connection_ids",
+            "No connection is registered as “nowhere-9”. "
+            "Pick a registered one, or tick “Keep as typed” to save it anyway.",
+        ),
+    ],
+    ids=["pinned-typo", "allowlist-unknown"],
+)
+def test_an_unknown_connection_is_refused_until_kept_as_typed(
+    world: dict[str, Candidate], operator: Client, fields: dict[str, str], field: str, message: str
+) -> None:
+    before = billing_services.change_counters()
+
+    refused = operator.post(
+        "/candidates/add/", _form_data(**fields), headers=htmx_headers("candidate-add")
+    )
+
+    assert refused.status_code == 422
+    page = parse(refused.content)
+    assert [e.text for e in page.by_class("field-error")] == [message]
+    assert page.by_id("add-keep_as_typed").attrs["type"] == "checkbox"
+    assert Candidate.objects.count() == 2
+    assert billing_services.change_counters() == before
+
+    kept = operator.post("/candidates/add/", _form_data(keep_as_typed="on", **fields))
+
+    assert kept.status_code == 302
+    assert Candidate.objects.count() == 3
+
+
+def test_an_edit_does_not_ask_again_about_an_id_the_candidate_already_names(
+    world: dict[str, Candidate], operator: Client
+) -> None:
+    key = world["key"]  # allowlists the unregistered "ghost"
+
+    response = operator.post(
+        f"/candidates/{key.pk}/edit/",
+        _form_data(
+            provider="openai",
+            model="gpt-4o",
+            connection_id="",
+            allowed_connection_ids="openai-key ghost",
+            priority="7",
+        ),
+    )
+
+    key.refresh_from_db()
+    assert response.status_code == 302
+    assert (key.priority, key.allowed_connection_ids) == (7, ["openai-key", "ghost"])

@@ -28,8 +28,8 @@ PAGE_QUERIES = {
     # readings, the ledger's paid pace, the budget window's spend
     "/connections/claude-max-1/": 19,
     "/connections/?state=in-play&rung=subscription&sort=-quota&q=a": 12,  # whole, no count
-    "/candidates/": 10,
-    "/candidates/?q=claude&page=2": 10,
+    "/candidates/": 11,  # and the registered connection ids the add form offers
+    "/candidates/?q=claude&page=2": 11,
     "/pools/": 7,
     "/pools/?auto_id=auto/thrifty": 7,
     "/spend/": 6,  # the settings, the day totals, the breakdown's totals, connections, models
