@@ -133,8 +133,11 @@ def catalog_context(
     deleting: int | None = None,
     create_form: CatalogEntryForm | None = None,
     notice: dict[str, str] | None = None,
+    focus_row: int | None = None,
 ) -> dict[str, Any]:
-    """Entries with what they decide and their history (four queries whatever the size)."""
+    """Entries with what they decide and their history (four queries whatever the size).
+    An edit form opened here takes the focus (its first field); `focus_row`: the row just
+    saved, where the focus goes back to."""
     entries = list(BillingCatalogEntry.objects.all())
     in_use: set[tuple[str, str]] = set()
     decided, uncurated = _decided(entries, in_use)
@@ -176,6 +179,7 @@ def catalog_context(
                     "version": found.version,
                 },
             )
+            edit_form.fields["provider"].widget.attrs["data-focus"] = ""
     return {
         "rows": rows,
         "uncurated": uncurated[:CONNECTIONS_SHOWN],
@@ -186,6 +190,7 @@ def catalog_context(
         "deleting": deleting,
         "create_form": create_form or CatalogEntryForm(known=known, auto_id=NEW_IDS),
         "notice": notice,
+        "focus_row": focus_row,
         "curated_providers": sorted({entry.provider for entry in entries}),
         "curated_auth_types": sorted({entry.auth_type for entry in entries if entry.auth_type}),
     }
@@ -246,7 +251,9 @@ def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
         request,
         message,
         reverse("billing:catalog") + f"#entry-{entry.pk}",
-        render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
+        render_partial=lambda: _catalog(
+            request, notice={"level": "success", "message": message}, focus_row=entry.pk
+        ),
     )
 
 
@@ -279,7 +286,9 @@ def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
         request,
         message,
         reverse("billing:catalog") + f"#entry-{entry.pk}",
-        render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
+        render_partial=lambda: _catalog(
+            request, notice={"level": "success", "message": message}, focus_row=entry.pk
+        ),
     )
 
 

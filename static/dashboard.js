@@ -81,6 +81,34 @@
     }, 50);
   }
 
+  // Focus follows the action: a fragment answering what the user did marks what they need
+  // next with [data-focus] (the first field of an edit form, the one-time secret's Copy
+  // button, the edited row, the success or error message), and the message to say with
+  // [data-say]. Each is acted on once and unmarked, so a later poll says nothing again.
+  function followAction() {
+    var said = document.querySelector("[data-say]");
+    var target = document.querySelector("[data-focus]");
+    var way = target && target.getAttribute("data-focus");
+    document.querySelectorAll("[data-say], [data-focus]").forEach(function (element) {
+      element.removeAttribute("data-say");
+      element.removeAttribute("data-focus");
+    });
+    if (target && way === "control") {
+      // A field with an error: its input, select or textarea.
+      target = target.querySelector("input:not([type=hidden]), select, textarea") || target;
+    }
+    if (target) {
+      if (!target.hasAttribute("tabindex") && !/^(A|BUTTON|INPUT|SELECT|TEXTAREA)$/.test(target.tagName)) {
+        target.setAttribute("tabindex", "-1");
+      }
+      target.focus({ preventScroll: true });
+      target.scrollIntoView({ block: "nearest" });
+    }
+    if (said) announce(normalized(said));
+  }
+  document.addEventListener("DOMContentLoaded", followAction);
+  document.addEventListener("htmx:afterSettle", followAction);
+
   // By region id, so a region replaced whole (not morphed) still compares with its past.
   var snapshots = Object.create(null);
   document.addEventListener("DOMContentLoaded", function () {
@@ -96,7 +124,11 @@
     snapshots[region.id] = after;
     // Only the region's own refreshes (its poll, a save elsewhere) are announced; what the
     // user asked for (a tab, a search, a page) is already in front of them.
-    if (before && event.detail.elt === region) {
+    // A refresh that an action of this page triggered (`candidate-saved from:body`) is
+    // not said either: the action's own message is, once. Polls have no triggering event.
+    var config = event.detail.requestConfig;
+    var isPoll = !config || !config.triggeringEvent;
+    if (before && event.detail.elt === region && isPoll) {
       announce(announcement(region.getAttribute("data-announce"), changes(before, after)));
     }
   });
@@ -176,6 +208,26 @@
     if (!box) return;
     box.hidden = event.detail.target !== box;
   });
+
+  // Connection ids are picked from a <datalist> of the registered ones. An input that
+  // takes several ([data-multi-list], separated by commas or spaces) offers them for the
+  // id being typed: each option is the ids typed before it plus a registered one.
+  function offerFor(input) {
+    if (!input.matches || !input.matches("input[list]")) return;
+    var list = document.getElementById(input.getAttribute("list"));
+    if (!list) return;
+    var prefix = "";
+    if (input.hasAttribute("data-multi-list")) {
+      var match = input.value.match(/^(.*[\s,])[^\s,]*$/);
+      prefix = match ? match[1] : "";
+    }
+    list.querySelectorAll("option").forEach(function (option) {
+      if (!option.hasAttribute("data-id")) option.setAttribute("data-id", option.value);
+      option.value = prefix + option.getAttribute("data-id");
+    });
+  }
+  document.addEventListener("input", function (event) { offerFor(event.target); });
+  document.addEventListener("focusin", function (event) { offerFor(event.target); });
 
   // Copy the text of the element a [data-copy] button names (the new token's secret).
   document.addEventListener("click", function (event) {

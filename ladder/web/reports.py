@@ -121,7 +121,7 @@ def simulation_start(request: HtmxHttpRequest) -> HttpResponseBase:
     return render(
         request,
         REPORT_TEMPLATE,
-        _run_context(run),
+        _run_context(run, is_started=True),
         partials=("simulation-run",),
         status=503 if failed else 202,
     )
