@@ -784,12 +784,15 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
         "Spend",
         "Catalog",
         "Prices",
+        "Aliases",
+        "What-if report",
         "Settings",
         "Notifications",
         "API tokens",
         "Audit",
-        "What-if report",
     ]
+    sections = [group.attrs["aria-labelledby"] for group in page.by_class("nav-group")]
+    assert sections == ["nav-routing", "nav-money", "nav-admin"]
     assert page.by_class("who")[0].text == "victor viewer Sign out"
 
 
