@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Path, Query, Router, Schema, Status
 
-from ladder import event_batch, metrics, pool_answers, services, spend_answers
+from ladder import event_batch, metrics, pool_answers, services
 from ladder.core import (
     ADVERTISED_AUTO_IDS,
     AutoId,
@@ -40,11 +40,6 @@ from ladder.schemas import (
     ReadingIn,
     ReadingOut,
     SettingsSchema,
-    SpendBatchIn,
-    SpendBatchOut,
-    SpendIn,
-    SpendOut,
-    SpendSummaryOut,
     StatusOut,
 )
 from ladder.schemas import CandidateIn as CandidateSchema
@@ -526,63 +521,3 @@ def put_settings(request: HttpRequest, payload: SettingsSchema) -> Any:
     with located(SETTINGS_LOCATIONS):
         services.update_settings(values, actor=actor_of(request))
     return settings_out()
-
-
-# --- spend ------------------------------------------------------------------------------------
-
-
-@router.post(
-    "/spend",
-    response={200: SpendOut, 201: SpendOut, **BODY_ERRORS, **GATEWAY_ERRORS},
-    auth=gateway_auth,
-)
-def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
-    """Record one request's cost, once per `request_id` (200 when seen before). A null
-    `cost_usd` is computed from the tokens and the price catalog."""
-    # A ValidationError (e.g. a computed cost too large to store) answers a 422.
-    entry, created = services.record_spend(
-        spend_answers.spend_input_of(payload), counters=pool_answers.request_counters(request)
-    )
-    return Status((201 if created else 200), entry)
-
-
-@router.post(
-    "/spend/batch",
-    response={200: SpendBatchOut, **BODY_ERRORS, **GATEWAY_ERRORS},
-    auth=gateway_auth,
-)
-def post_spend_batch(request: HttpRequest, payload: SpendBatchIn) -> Any:
-    """Record up to 1,000 requests' costs at once, each as POST /spend would: idempotent
-    per `request_id` (within the batch too), results in the order of the entries; a bad
-    entry gets `{"error": [...]}` (the single endpoint's 422 list) in its slot and stops
-    none of the others. More than 1,000 entries is a 422 and records nothing."""
-    parsed = [spend_answers.parse_entry(raw) for raw in payload.entries]
-    batch = services.record_spend_batch(
-        [item for item in parsed if isinstance(item, services.SpendInput)]
-    )
-    results = spend_answers.batch_results(parsed, batch)
-    # SpendBatchOut rendered by hand (the schema above still documents it).
-    return HttpResponse(
-        spend_answers.batch_body(batch, results), content_type="application/json; charset=utf-8"
-    )
-
-
-@router.get("/spend/summary", response={200: SpendSummaryOut, **GATEWAY_ERRORS}, auth=gateway_auth)
-def get_spend_summary(request: HttpRequest) -> dict[str, Any]:
-    """Spend of each paid rung against its budget in the current calendar window (UTC).
-    Plan-included rungs never count against a paid rung's budget."""
-    summary = services.spend_summary()
-    return {
-        "budget_window": summary.budget_window,
-        "window_start": summary.window_start,
-        "window_end": summary.window_end,
-        "rungs": {
-            name: {
-                "spent_usd": float(rung.spent_usd),
-                "budget_usd": _money(rung.budget_usd),
-                "exhausted": rung.is_exhausted,
-            }
-            for name, rung in summary.rungs.items()
-        },
-        "saved_usd": float(summary.saved_usd),
-    }

@@ -11,10 +11,10 @@ from billing import services as billing_services
 from billing.alias_api import router as alias_router
 from billing.api import router as billing_router
 from ladder import services as ladder_services
-from ladder import spend_api  # noqa: F401  (GET /spend, on the ladder router)
 from ladder.api import router as ladder_router
 from ladder.crypto import CredentialKeyMissing
 from ladder.pool_history import router as pool_history_router
+from ladder.spend_api import router as spend_router
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
 
@@ -81,3 +81,4 @@ api.add_router("", alias_router)
 # Before the ladder's: its /pools/{path:auto_id} would take ".../history" as an auto id.
 api.add_router("", pool_history_router)
 api.add_router("", ladder_router)
+api.add_router("", spend_router)
