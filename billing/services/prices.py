@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -14,6 +12,7 @@ from django.utils import timezone
 
 from billing.bounds import OutOfRange, bounds_of, fit_decimal, text_problem
 from billing.classify import normalise_provider
+from billing.keyset import REFUSED, decode_position, encode_position
 from billing.models import (
     MODEL_MAX_LENGTH,
     PROVIDER_MAX_LENGTH,
@@ -88,29 +87,20 @@ class PricePage:
 
 def encode_price_cursor(price: ModelPrice) -> str:
     """An opaque cursor: the (provider, model) position after which the next page starts."""
-    text = json.dumps([price.provider, price.model], ensure_ascii=True, separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+    return encode_position(price.provider, price.model)
 
 
 def decode_price_cursor(cursor: str | None) -> tuple[str, str] | None:
     """The position a cursor names, or ValueError when this API did not give it out."""
     if cursor is None:
         return None
-    refused = ValueError("Not a cursor this API gave out; start again without one.")
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        position = json.loads(raw.decode("ascii"))
-    except (ValueError, RecursionError):
-        raise refused from None
+    provider, model = decode_position(cursor, str, str)
     if (
-        not isinstance(position, list)
-        or len(position) != 2
-        or not all(isinstance(part, str) for part in position)
-        or text_problem(position[0], PROVIDER_MAX_LENGTH) is not None
-        or text_problem(position[1], MODEL_MAX_LENGTH) is not None
+        text_problem(provider, PROVIDER_MAX_LENGTH) is not None
+        or text_problem(model, MODEL_MAX_LENGTH) is not None
     ):
-        raise refused
-    return position[0], position[1]
+        raise ValueError(REFUSED)
+    return provider, model
 
 
 def tier_expression(

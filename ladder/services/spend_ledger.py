@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +11,7 @@ from decimal import Decimal
 
 from django.db.models import Q, QuerySet
 
+from billing.keyset import decode_position, encode_position
 from billing.models import ProviderAlias
 from ladder.models import SpendEntry
 
@@ -38,26 +37,15 @@ class SpendPage:
 
 def encode_spend_cursor(entry: SpendEntry) -> str:
     """An opaque cursor: the position (occurred_at, id) after which the next page starts."""
-    text = json.dumps([entry.occurred_at.isoformat(), entry.pk], separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode("ascii")).decode("ascii").rstrip("=")
+    return encode_position(entry.occurred_at, entry.pk)
 
 
 def decode_spend_cursor(cursor: str | None) -> tuple[datetime, int] | None:
     """The position a cursor names, or ValueError when this API did not give it out."""
     if cursor is None:
         return None
-    refused = ValueError("Not a cursor this API gave out; start again without one.")
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        at, pk = json.loads(raw.decode("ascii"))
-        instant = datetime.fromisoformat(at)
-    except (ValueError, TypeError, RecursionError):
-        raise refused from None
-    if instant.tzinfo is None or not isinstance(pk, int) or isinstance(pk, bool):
-        raise refused
-    if not 0 < pk < 2**63:
-        raise refused
-    return instant, pk
+    at, pk = decode_position(cursor, datetime, int)
+    return at, pk
 
 
 def _filtered(filters: SpendFilters) -> QuerySet[SpendEntry]:

@@ -11,8 +11,6 @@ computing the same change race on the version: one wins, the other records nothi
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
+from billing.keyset import decode_position, encode_position
 from ladder.core import AutoId, Decision, Rung
 from ladder.core.timeline import (
     Member,
@@ -157,31 +156,15 @@ class TransitionPage:
 
 def encode_transition_cursor(row: PoolTransition) -> str:
     """An opaque cursor: the (at, id) position after which the next (older) page starts."""
-    text = json.dumps([row.at.isoformat(), row.pk], separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+    return encode_position(row.at, row.pk)
 
 
 def decode_transition_cursor(cursor: str | None) -> tuple[datetime, int] | None:
     """The position a cursor names, or ValueError when this API did not give it out."""
     if cursor is None:
         return None
-    refused = ValueError("Not a cursor this API gave out; start again without one.")
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        position = json.loads(raw.decode("ascii"))
-        if (
-            not isinstance(position, list)
-            or len(position) != 2
-            or not isinstance(position[0], str)
-            or type(position[1]) is not int
-        ):
-            raise refused
-        at = datetime.fromisoformat(position[0])
-    except (ValueError, RecursionError):
-        raise refused from None
-    if at.tzinfo is None or not 0 < position[1] < 2**63:
-        raise refused
-    return at, position[1]
+    at, pk = decode_position(cursor, datetime, int)
+    return at, pk
 
 
 def transition_page(
