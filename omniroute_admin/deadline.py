@@ -18,11 +18,18 @@ a connection broken during an outage is replaced on the first request after it.
 
 Dashboard requests (every other path but static files and `/healthz`, which touch no
 database) get the same treatment on a pool of their own, `DASHBOARD_MAX_THREADS` threads
-with `DASHBOARD_REQUEST_DEADLINE_SECONDS`: past it, or with every one of those threads
-stuck, they answer a 503 error state (an htmx poll gets a line the page shows in its
-error box and keeps polling; a page, one that reloads itself). Open dashboard tabs
-polling a hung database then hold at most that many of the server's threads, never all
-of them, and API requests always find a thread to answer their own 503 on.
+with `DASHBOARD_REQUEST_DEADLINE_SECONDS`: past it they answer a 503 error state (an
+htmx poll gets a line the page shows in its error box and keeps polling; a page, one that
+reloads itself). Unlike the API's, this pool queues a short burst: a page load fires a
+few requests at once (its live parts), so with every thread busy up to
+`DASHBOARD_QUEUE_LENGTH` requests wait for the next free thread, each at most
+`DASHBOARD_QUEUE_WAIT_SECONDS` (and never past its deadline); a request beyond the queue,
+or one that waited its bound, gets the error state. On a healthy database a burst of
+threads + queue requests is served whole. On a hung one the queue drains into 503s
+within its wait bound, and a pool whose threads have neither taken nor finished a job
+for that long queues no one (its threads are stuck): open dashboard tabs then hold
+threads + queue of the server's threads for at most one wait, at the start of a hang,
+and the dashboard's threads alone after it.
 """
 
 from __future__ import annotations
@@ -110,29 +117,35 @@ class _Thread:
 
 
 class _Pool:
-    """Threads that refuse work instead of queueing it when every one is busy. A call is
+    """Threads that refuse work instead of queueing it when every one is busy (or, with a
+    `queue`, let that many callers wait a bounded time for the next free one). A call is
     handed to the thread that went idle last (its database connection is the warmest),
     with two lock operations rather than an executor's queue and future."""
 
-    def __init__(self, size: int, name: str = "api") -> None:
+    def __init__(self, size: int, name: str = "api", queue: int = 0) -> None:
         self.pid = os.getpid()
         self.name = name
         self._size = size
+        self._queue = queue
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self._idle_threads: list[_Thread] = []
         self._started = 0
+        self._waiting = 0  # callers queued for a free thread
+        # When a thread last took a job or came free: a pool that has not moved for a
+        # caller's whole wait has its threads stuck (a hung database), and queues no one.
+        self._moved = time.monotonic()
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> _Job[T] | None:
-        """Run `fn(*args)` on a free thread; None at once if every one is busy."""
+    def submit(self, fn: Callable[..., T], *args: Any, wait: float = 0.0) -> _Job[T] | None:
+        """Run `fn(*args)` on a free thread; with every one busy, wait up to `wait`
+        seconds for one (when fewer than `queue` callers wait already); None when no
+        thread came free."""
         with self._lock:
-            if self._idle_threads:
-                thread: _Thread | None = self._idle_threads.pop()
-            elif self._started < self._size:
-                self._started += 1
-                thread = None
-            else:
+            taken, thread = self._take(wait)
+            if not taken:
                 return None
             number = self._started
+            self._moved = time.monotonic()
         if thread is None:
             thread = _Thread(self, number)
         job = _Job(fn, args)
@@ -140,9 +153,29 @@ class _Pool:
         thread.go.release()
         return job
 
+    def _take(self, wait: float) -> tuple[bool, _Thread | None]:
+        """Under the lock: (True, an idle thread), (True, None) to start a new one, or
+        (False, None) when none came free."""
+        if self._idle_threads:
+            return True, self._idle_threads.pop()
+        if self._started < self._size:
+            self._started += 1
+            return True, None
+        if wait <= 0 or self._waiting >= self._queue or time.monotonic() - self._moved >= wait:
+            return False, None
+        self._waiting += 1
+        try:
+            if not self._freed.wait_for(lambda: bool(self._idle_threads), timeout=wait):
+                return False, None
+            return True, self._idle_threads.pop()
+        finally:
+            self._waiting -= 1
+
     def _idle(self, thread: _Thread) -> None:
         with self._lock:
             self._idle_threads.append(thread)
+            self._moved = time.monotonic()
+            self._freed.notify()
 
 
 def with_connections(fn: Callable[..., T], *args: Any) -> T:
@@ -182,7 +215,11 @@ def _get_dashboard_pool() -> _Pool:
         return pool
     with _pool_lock:
         if _dashboard_pool is None or _dashboard_pool.pid != os.getpid():
-            _dashboard_pool = _Pool(int(settings.DASHBOARD_MAX_THREADS), "dashboard")
+            _dashboard_pool = _Pool(
+                int(settings.DASHBOARD_MAX_THREADS),
+                "dashboard",
+                queue=int(settings.DASHBOARD_QUEUE_LENGTH),
+            )
         return _dashboard_pool
 
 
@@ -244,10 +281,12 @@ def _on_pool(fn: Callable[..., T], *args: Any) -> T:
 
 
 def _on_dashboard_pool(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on the dashboard's pool within DASHBOARD_REQUEST_DEADLINE_SECONDS."""
+    """`fn(*args)` on the dashboard's pool within DASHBOARD_REQUEST_DEADLINE_SECONDS,
+    queued for a free thread at most DASHBOARD_QUEUE_WAIT_SECONDS of it."""
     deadline = float(settings.DASHBOARD_REQUEST_DEADLINE_SECONDS)
     started = time.monotonic()
-    job = _get_dashboard_pool().submit(fn, *args)
+    wait = min(float(settings.DASHBOARD_QUEUE_WAIT_SECONDS), deadline)
+    job = _get_dashboard_pool().submit(fn, *args, wait=wait)
     if job is None:
         raise DeadlinePassed("every dashboard thread is waiting on the database")
     try:

@@ -174,6 +174,15 @@ if DASHBOARD_REQUEST_DEADLINE_SECONDS < 0:
 DASHBOARD_MAX_THREADS: int = _typed("DASHBOARD_MAX_THREADS", env.int, 4)
 if DASHBOARD_MAX_THREADS < 1:
     raise ImproperlyConfigured("DASHBOARD_MAX_THREADS must be at least 1.")
+# With every dashboard thread busy, up to this many dashboard requests wait for the next
+# free one (a page load fires a few at once), each at most DASHBOARD_QUEUE_WAIT_SECONDS
+# (and never past its deadline); beyond the queue, or past that wait, the 503 error state.
+DASHBOARD_QUEUE_LENGTH: int = _typed("DASHBOARD_QUEUE_LENGTH", env.int, 4)
+if DASHBOARD_QUEUE_LENGTH < 0:
+    raise ImproperlyConfigured("DASHBOARD_QUEUE_LENGTH must be 0 (no queue) or more.")
+DASHBOARD_QUEUE_WAIT_SECONDS: float = _typed("DASHBOARD_QUEUE_WAIT_SECONDS", env.float, 2.0)
+if DASHBOARD_QUEUE_WAIT_SECONDS < 0:
+    raise ImproperlyConfigured("DASHBOARD_QUEUE_WAIT_SECONDS must be 0 (no wait) or more.")
 # Under the ASGI server (omniroute_admin.asgi) every request but a held change-feed
 # answer runs on this many threads per process: the WSGI server's `--threads`.
 ASGI_WSGI_THREADS: int = _typed("ASGI_WSGI_THREADS", env.int, 8)

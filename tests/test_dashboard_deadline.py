@@ -133,10 +133,11 @@ def test_a_dashboard_write_cut_off_by_the_deadline_says_it_may_have_been_saved(
     assert "refresh" not in response.content.decode()
 
 
-def test_with_every_dashboard_thread_stuck_the_next_request_is_answered_at_once(
+def test_with_every_dashboard_thread_stuck_and_no_queue_the_next_request_is_answered_at_once(
     viewer: Client, hung_database: threading.Event, settings: Any
 ) -> None:
     settings.DASHBOARD_MAX_THREADS = 2
+    settings.DASHBOARD_QUEUE_LENGTH = 0
     stuck: list[Any] = []
 
     tabs = [warm(Client()) for _ in range(2)]
@@ -155,6 +156,96 @@ def test_with_every_dashboard_thread_stuck_the_next_request_is_answered_at_once(
     assert response.status_code == 503
     assert seconds < DEADLINE / 2
     assert [r.status_code for r in stuck] == [503, 503]
+
+
+def _queued() -> int:
+    pool = deadline._dashboard_pool
+    return getattr(pool, "_waiting", 0) if pool is not None else 0
+
+
+def _tabs(viewer: Client, count: int) -> list[Client]:
+    tabs = [warm(Client()) for _ in range(count)]
+    for tab in tabs:
+        tab.cookies = viewer.cookies
+    return tabs
+
+
+def test_a_burst_of_eight_dashboard_requests_on_four_threads_is_queued_and_served_whole(
+    viewer: Client, hung_database: threading.Event, settings: Any
+) -> None:
+    # The "hung" database here is only held until the burst has arrived: the first four
+    # requests hold every thread, the other four must queue (once: refused at once).
+    settings.DASHBOARD_MAX_THREADS = 4
+    settings.DASHBOARD_QUEUE_LENGTH = 4
+    settings.DASHBOARD_QUEUE_WAIT_SECONDS = HANG_LIMIT * 2
+    settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = HANG_LIMIT * 2
+    answers: dict[int, int] = {}
+
+    def load(number: int, tab: Client) -> None:
+        answers[number] = tab.get("/", headers=htmx_headers("ladder-status")).status_code
+
+    threads = [
+        threading.Thread(target=load, args=(number, tab))
+        for number, tab in enumerate(_tabs(viewer, 8))
+    ]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: _all_busy(4) and _queued() == 4, timeout=HANG_LIMIT)
+    hung_database.set()  # the database answers: the four running finish, the queue drains
+    for thread in threads:
+        thread.join()
+
+    assert sorted(answers.values()) == [200] * 8
+
+
+def test_a_request_beyond_the_full_queue_is_refused_without_waiting_and_the_queue_then_served(
+    viewer: Client, hung_database: threading.Event, settings: Any
+) -> None:
+    settings.DASHBOARD_MAX_THREADS = 1
+    settings.DASHBOARD_QUEUE_LENGTH = 1
+    settings.DASHBOARD_QUEUE_WAIT_SECONDS = HANG_LIMIT * 2
+    settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = HANG_LIMIT * 2
+    answers: dict[str, int] = {}
+
+    def load(name: str, tab: Client) -> None:
+        answers[name] = tab.get("/pools/").status_code
+
+    stuck, queued = _tabs(viewer, 2)
+    threads = [
+        threading.Thread(target=load, args=("stuck", stuck)),
+        threading.Thread(target=load, args=("queued", queued)),
+    ]
+    threads[0].start()
+    wait_until(lambda: _all_busy(1), timeout=HANG_LIMIT)
+    threads[1].start()
+    wait_until(lambda: _queued() == 1, timeout=HANG_LIMIT)
+
+    beyond = viewer.get("/", headers=htmx_headers("ladder-status"))
+    still_queued = _queued()  # so `beyond` did not wait its turn: it was refused
+    hung_database.set()
+    for thread in threads:
+        thread.join()
+
+    assert beyond.status_code == 503
+    assert NOT_ANSWERING in beyond.content.decode()
+    assert still_queued == 1
+    assert answers == {"stuck": 200, "queued": 200}
+
+
+def test_a_queued_request_gets_the_error_state_once_its_wait_passes_and_leaves_the_queue(
+    viewer: Client, hung_database: threading.Event, settings: Any
+) -> None:
+    settings.DASHBOARD_MAX_THREADS = 1
+    settings.DASHBOARD_QUEUE_LENGTH = 1
+    settings.DASHBOARD_QUEUE_WAIT_SECONDS = DEADLINE / 2
+    assert deadline._get_dashboard_pool().submit(hung_database.wait) is not None
+    assert _all_busy(1)
+
+    response = viewer.get("/", headers=htmx_headers("ladder-status"))
+
+    assert response.status_code == 503
+    assert NOT_ANSWERING in response.content.decode()
+    assert _queued() == 0
 
 
 def test_static_files_and_healthz_never_wait_on_the_dashboard_threads(
@@ -212,6 +303,12 @@ def test_a_database_error_on_the_dashboard_is_the_error_state_not_a_500() -> Non
     ("name", "value", "message"),
     [
         ("DASHBOARD_MAX_THREADS", "0", "DASHBOARD_MAX_THREADS must be at least 1."),
+        ("DASHBOARD_QUEUE_LENGTH", "-1", "DASHBOARD_QUEUE_LENGTH must be 0 (no queue) or more."),
+        (
+            "DASHBOARD_QUEUE_WAIT_SECONDS",
+            "-1",
+            "DASHBOARD_QUEUE_WAIT_SECONDS must be 0 (no wait) or more.",
+        ),
         (
             "DASHBOARD_REQUEST_DEADLINE_SECONDS",
             "-1",
@@ -247,3 +344,20 @@ def _environ() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+
+def test_a_pool_whose_threads_have_not_moved_for_a_whole_wait_queues_no_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    pool = deadline._Pool(1, "stuck", queue=4)
+    assert pool.submit(release.wait) is not None
+    moved = pool._moved
+    later = type("Clock", (), {"monotonic": staticmethod(lambda: moved + 2.0)})
+    monkeypatch.setattr(deadline, "time", later)
+
+    refused = pool.submit(release.wait, wait=2.0)
+    release.set()
+
+    assert refused is None
+    assert pool._waiting == 0
