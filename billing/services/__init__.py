@@ -34,6 +34,7 @@ from billing.services.common import (
 from billing.services.counters import (
     bump,
     change_counters,
+    config_counter,
 )
 from billing.services.prices import (
     ImportCounts,
@@ -71,6 +72,7 @@ __all__ = [
     "clean_alias_input",
     "clean_catalog_input",
     "clean_price_input",
+    "config_counter",
     "confirm_free",
     "create_catalog_entry",
     "decode_price_cursor",

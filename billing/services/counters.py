@@ -50,3 +50,12 @@ def change_counters() -> tuple[int, int]:
     """(config, state) change counters, in one query."""
     values = dict(ChangeCounter.objects.values_list("name", "value"))
     return values.get(ChangeCounter.CONFIG, 0), values.get(ChangeCounter.STATE, 0)
+
+
+def config_counter() -> int:
+    """The `config` change counter alone (one query): read by a write after it committed,
+    to learn whether the config it was judged under is still the current one."""
+    value = (
+        ChangeCounter.objects.filter(name=ChangeCounter.CONFIG).values_list("value", flat=True)
+    ).first()
+    return value or 0

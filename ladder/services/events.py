@@ -21,6 +21,7 @@ from ladder.services.readings import (
     bump_if_it_can_change_a_pool,
     lock_connection,
     normalise_reading,
+    settle_config_race,
     write_reading,
     write_snapshot,
 )
@@ -44,6 +45,7 @@ def apply_event(
     headers: dict[str, str] | None = None,
     now: datetime | None = None,
     snapshot: Snapshot | None = None,
+    settle: bool = True,
 ) -> EventResult:
     """Write the cooldown a gateway event implies (replacing any in force), clamped to
     the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading, and
@@ -113,7 +115,9 @@ def apply_event(
             write_reading(connection, implied_reading, snapshot.config, now, also_save=changed)
         elif changed:
             connection.save(update_fields=[*changed, "updated_at"])
-        bump_if_it_can_change_a_pool(before, connection, snapshot, now)
+        bumped = bump_if_it_can_change_a_pool(before, connection, snapshot, now)
+    if settle:
+        settle_config_race(snapshot, bumped)
     return EventResult(
         connection_id=connection_id,
         cooldown_until=change.cooldown_until,

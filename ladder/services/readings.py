@@ -138,12 +138,28 @@ def bump_if_it_can_change_a_pool(
     return True
 
 
+def settle_config_race(snapshot: Snapshot, bumped: bool) -> bool:
+    """Called once a write judged under `snapshot` has committed (outside any
+    transaction): when it moved no counter but the `config` counter has moved since
+    `snapshot` was taken, move `state` now. Its "can this change a pool?" was answered
+    under a config that no longer holds, and a decision computed under the new config
+    before this write committed would otherwise stay cached, blind to it. A config write
+    that commits after this read commits after the write, so every decision made under
+    it sees the write: read after the commit, the check leaves no gap (and takes no lock).
+    One query when the write did not bump; True when this call bumped."""
+    if bumped or billing_services.config_counter() == snapshot.config_version:
+        return False
+    billing_services.bump(ChangeCounter.STATE)
+    return True
+
+
 def store_reading(
     connection_id: str, data: ReadingInput, *, now: datetime | None = None
 ) -> StoredReading:
     """Store a reading; if it is the newest it becomes current and updates hysteresis,
-    all in one transaction; the `state` counter moves only when this can change a pool.
-    NotFound for an unknown connection."""
+    all in one transaction; the `state` counter moves only when this can change a pool
+    under the config current when it commits (`settle_config_race`). NotFound for an
+    unknown connection."""
     known_id(connection_id)
     now = now or timezone.now()
     data = normalise_reading(data, now)
@@ -152,7 +168,8 @@ def store_reading(
         connection = lock_connection(connection_id)
         before = view_of(connection, snapshot.catalog)
         stored = write_reading(connection, data, snapshot.config, now)
-        bump_if_it_can_change_a_pool(before, connection, snapshot, now)
+        bumped = bump_if_it_can_change_a_pool(before, connection, snapshot, now)
+    settle_config_race(snapshot, bumped)
     return stored
 
 

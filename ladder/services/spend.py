@@ -28,8 +28,7 @@ from ladder.services.config import load_config
 from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.spend_totals import (
     add_to_totals,
-    budgeted_rungs_hit,
-    note_crossings,
+    must_move_after_spend,
     spend_by_rung,
     window_days,
     window_spend_and_saved,
@@ -255,7 +254,7 @@ def record_spend(
         return SpendEntry.objects.get(request_id=data.request_id), False
     # The entry has committed (the API calls this outside any transaction: inside a
     # caller's, it looks before that commits, which is right only for a lone writer).
-    if note_crossings(budgeted_rungs_hit([entry], snapshot.config, now), snapshot.config, now):
+    if must_move_after_spend([entry], snapshot.config, snapshot.config_version, now):
         billing_services.bump(ChangeCounter.STATE)
     return entry, True
 

@@ -23,7 +23,7 @@ from billing.models import ChangeCounter
 from ladder.core import Rung
 from ladder.models import Connection, SpendEntry, is_connection_id
 from ladder.services.spend import SpendInput, current_spend_snapshot, new_entry, rung_of
-from ladder.services.spend_totals import add_to_totals, budgeted_rungs_hit, note_crossings
+from ladder.services.spend_totals import add_to_totals, must_move_after_spend
 from ladder.services.spend_write import ENTRY_FIELDS
 
 # The most entries one batch may hold (spec/api.md "Spend ledger").
@@ -191,8 +191,9 @@ def record_spend_batch(inputs: Sequence[SpendInput], *, now: datetime | None = N
             inserted = [entry for rid, entry in fresh.items() if rid not in taken]
             created = {entry.request_id for entry in inserted}
             add_to_totals(inserted)
-        # Committed: whether they took a rung's window to its budget.
-        if note_crossings(budgeted_rungs_hit(inserted, snapshot.config, now), snapshot.config, now):
+        # Committed: whether they took a rung's window to its budget, or the config they
+        # were judged under has moved since (a budget lowered during the batch).
+        if must_move_after_spend(inserted, snapshot.config, snapshot.config_version, now):
             billing_services.bump(ChangeCounter.STATE)
     results: list[SpendEntry | ValidationError] = []
     duplicates = 0

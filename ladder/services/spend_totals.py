@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import TruncDate
 
+from billing.services import config_counter
 from ladder import core
 from ladder.core import LadderConfig, Rung
 from ladder.models import BudgetCrossing, SpendDayTotal, SpendEntry
@@ -148,22 +149,37 @@ def budgeted_rungs_hit(
     }
 
 
-def note_crossings(rungs: dict[str, Decimal], config: LadderConfig, now: datetime) -> bool:
+def note_crossings(
+    rungs: dict[str, Decimal],
+    config: LadderConfig,
+    now: datetime,
+    *,
+    judged_under: int | None = None,
+) -> bool:
     """After spend on `rungs` (label: budget, from `budgeted_rungs_hit`) has committed:
-    whether this call is the one that records a rung's window reaching its budget, and
-    so must move the change version. One query (the window's sums) when no rung has
-    reached its budget, one more per rung that has; True at most once per rung, window
-    and budget, whichever of any number of concurrent writers gets there first."""
+    whether this call must move the change version: it is the one that records a rung's
+    window reaching its budget, or (`judged_under`: the `config` counter the spend was
+    judged under) the config moved since, so the budgets it was judged against may no
+    longer be the ones decisions use (a budget lowered during a batch). One query (the
+    window's sums, with the config counter) when no rung has reached its budget, one
+    more per rung that has (and one for the counter when several rungs are summed);
+    a crossing is True at most once per rung, window and budget, whichever of any number
+    of concurrent writers gets there first."""
     if not rungs:
         return False
     first, end = window_days(config, now)
     window_start, _ = core.budget_window_bounds(config.budget_window, now)
+    version: int | None
     if connection.vendor == "postgresql" and len(rungs) == 1:
         # A single report's case, on the request path: one prepared statement.
         ((label, _),) = rungs.items()
-        totals = {label: window_sum(label, first, end)}
+        total, version = window_sum(label, first, end)
+        totals = {label: total}
     else:
         totals = window_totals(rungs, first, end)
+        version = config_counter() if judged_under is not None else None
+    if judged_under is not None and version != judged_under:
+        return True
     crossed = False
     for label, budget in sorted(rungs.items()):
         if not core.reaches_budget(budget, totals.get(label, Decimal(0))):
@@ -177,6 +193,29 @@ def note_crossings(rungs: dict[str, Decimal], config: LadderConfig, now: datetim
             )
         crossed = crossed or created
     return crossed
+
+
+PAID_LABELS = frozenset(rung.label for rung in PAID_RUNGS)
+
+
+def must_move_after_spend(
+    entries: Iterable[SpendEntry], config: LadderConfig, judged_under: int, now: datetime
+) -> bool:
+    """Once `entries` (judged under `config`, the snapshot of the `config` counter value
+    `judged_under`) have committed: whether the writer must move the change version.
+    They crossed a budget (`note_crossings`), or they are paid spend and the config
+    moved since they were judged: a budget lowered or set meanwhile was never checked
+    against them, and a decision computed under it before they committed would stay
+    cached. The counter is read after the commit, so a config write committing later
+    sees them. Spend on the plan-included rungs, or of no cost, never moves it (no
+    query)."""
+    entries = list(entries)
+    rungs = budgeted_rungs_hit(entries, config, now)
+    if rungs:
+        return note_crossings(rungs, config, now, judged_under=judged_under)
+    if not any(entry.rung in PAID_LABELS and entry.cost_usd for entry in entries):
+        return False
+    return config_counter() != judged_under
 
 
 def prune_budget_crossings(*, older_than: datetime) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field
 
+from billing.models import ChangeCounter
 from ladder import core
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.prepared import prepared_cursor
@@ -111,23 +112,35 @@ _window_sql: str | None = None
 
 
 def window_sum_statement() -> str:
-    """The statement of `window_sum` (parameters: rung, first day, end day)."""
+    """The statement of `window_sum`: a rung's window spend and the `config` counter, in
+    one row (parameters: the counter's name, rung, first day, end day)."""
     global _window_sql
     if _window_sql is None:
-        totals = connection.ops.quote_name(SpendDayTotal._meta.db_table)
+        quote = connection.ops.quote_name
+        totals = quote(SpendDayTotal._meta.db_table)
+        counters = quote(ChangeCounter._meta.db_table)
         day, spent = _column(SpendDayTotal, "day"), _column(SpendDayTotal, "spent_usd")
         _window_sql = (
-            f"SELECT COALESCE(SUM({spent}), 0) FROM {totals} "
+            f"SELECT COALESCE(SUM({spent}), 0), "
+            f"(SELECT {quote('value')} FROM {counters} WHERE {quote('name')} = %s) "
+            f"FROM {totals} "
             f"WHERE {_column(SpendDayTotal, 'rung')} = %s AND {day} >= %s AND {day} < %s"
         )
     return _window_sql
 
 
-def window_sum(rung: str, first: date, end: date) -> Decimal:
-    """A rung's spend over the days [first, end), from the day totals, as one prepared
-    statement (PostgreSQL only: its sum of numerics is exact)."""
+def window_sum_params(rung: str, first: date, end: date) -> list[Any]:
+    """The parameters of `window_sum_statement`."""
+    return [ChangeCounter.CONFIG, rung, first, end]
+
+
+def window_sum(rung: str, first: date, end: date) -> tuple[Decimal, int]:
+    """A rung's spend over the days [first, end), from the day totals, and the `config`
+    counter read by the same statement (one prepared statement; PostgreSQL only: its
+    sum of numerics is exact). Read after the spend committed, the counter says whether
+    the budget it was judged under is still the current one (spend_totals)."""
     assert connection.vendor == "postgresql"
     with prepared_cursor(connection) as cursor:
-        cursor.execute(window_sum_statement(), [rung, first, end])
-        (total,) = cursor.fetchone()
-    return Decimal(total)
+        cursor.execute(window_sum_statement(), window_sum_params(rung, first, end))
+        total, config = cursor.fetchone()
+    return Decimal(total), config or 0

@@ -124,10 +124,12 @@ def test_a_reading_costs_a_constant_number_of_queries(django_assert_num_queries:
     make_reading(remaining_percent=50.0)
     _warm()
 
-    # counters; savepoint; lock; insert reading; update connection; release.
-    with django_assert_num_queries(6):
+    # counters; savepoint; lock; insert reading; update connection; release; the config
+    # counter once committed (readings.settle_config_race).
+    with django_assert_num_queries(7):
         make_reading(remaining_percent=42.0, now=NOW + timedelta(seconds=30))
-    # ... and two more when it drops out: the transition row and the bump.
+    # ... and one more when it drops out: the transition row and the bump, but no config
+    # counter (the bump has announced it whatever the config).
     with django_assert_num_queries(8):
         make_reading(remaining_percent=1.0, now=NOW + timedelta(seconds=31))
 
@@ -186,7 +188,9 @@ def test_a_success_clearing_only_the_failure_count_writes_without_a_bump(
     _warm()
     state = _state()
 
-    with django_assert_num_queries(6):
+    # lookup; counters; savepoint; lock; update; release; the config counter once
+    # committed (no bump, so readings.settle_config_race reads it).
+    with django_assert_num_queries(7):
         services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=6))
 
     connection = _connection()
@@ -262,8 +266,8 @@ def test_a_success_with_quota_headers_that_change_no_standing_stores_the_reading
     _warm()
     state = _state()
 
-    # counters; savepoint; lock; insert reading; update; release.
-    with django_assert_num_queries(6):
+    # counters; savepoint; lock; insert reading; update; release; the config counter.
+    with django_assert_num_queries(7):
         services.apply_event(
             "claude-max-1", kind="success", headers=HEADERS_40, now=NOW + timedelta(seconds=5)
         )
