@@ -43,7 +43,7 @@ def test_the_text_is_the_compact_json_list_in_url_safe_base64_without_padding() 
     ],
 )
 def test_anything_else_is_refused_with_one_sentence(cursor: str) -> None:
-    with pytest.raises(ValueError, match="^Not a cursor this API gave out") as refused:
+    with pytest.raises(ValueError, match=r"^Not a cursor this API gave out") as refused:
         decode_position(cursor, datetime, int)
 
     assert str(refused.value) == REFUSED
