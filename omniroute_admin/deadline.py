@@ -48,6 +48,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from omniroute_admin.errors import DATABASE_DOWN, DATABASE_SLOW, unavailable
 from omniroute_admin.middleware import is_api_path, too_large
 
 logger = logging.getLogger(__name__)
@@ -57,12 +58,12 @@ logger = logging.getLogger(__name__)
 # with 8), or healthy requests beyond it get the 503 too. Each thread that has run a
 # request keeps one database connection.
 MAX_THREADS = 16
-DETAIL = "The database did not answer in time; retry shortly."
+DETAIL = DATABASE_SLOW
 # The API's own document and its docs page: built from the code alone (once per process,
 # omniroute_admin/api.py), never from the database, so no deadline and no 503 blaming it.
 DOCS_PATHS = frozenset({"/api/v1/openapi.json", "/api/v1/docs"})
 # The answer of omniroute_admin.errors to a database error inside the ninja API.
-UNAVAILABLE_DETAIL = "The database is unavailable; retry shortly."
+UNAVAILABLE_DETAIL = DATABASE_DOWN
 
 Handler = Callable[[HttpRequest], HttpResponse]
 T = TypeVar("T")
@@ -295,13 +296,11 @@ def _on_dashboard_pool(fn: Callable[..., T], *args: Any) -> T:
         raise DeadlinePassed("the database did not answer") from None
 
 
-def _unavailable(detail: str) -> JsonResponse:
-    response = JsonResponse({"detail": detail}, status=503)
-    response["Retry-After"] = "1"
-    return response
+def _unavailable(detail: str) -> HttpResponse:
+    return unavailable(detail)
 
 
-def _too_late(request: HttpRequest, why: str) -> JsonResponse:
+def _too_late(request: HttpRequest, why: str) -> HttpResponse:
     log_too_late(request.method or "", request.path, why)
     return _unavailable(DETAIL)
 

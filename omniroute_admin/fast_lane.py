@@ -23,7 +23,6 @@ that hangs or fails gets the same JSON 503 as the endpoint would give.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -40,6 +39,7 @@ from omniroute_admin.deadline import (
     call_within_deadline,
     log_too_late,
 )
+from omniroute_admin.errors import JSON_CONTENT_TYPE, unavailable_body
 
 logger = logging.getLogger(__name__)
 
@@ -215,14 +215,15 @@ def pool_reply(headers: Headers, answer: PoolAnswer) -> Reply:
 
 
 def unavailable_reply(headers: Headers, detail: str) -> Reply:
-    """The JSON 503 (with `Retry-After: 1`) of a database that failed or did not answer."""
-    body = json.dumps({"detail": detail}).encode()
+    """The API's JSON 503 (omniroute_admin.errors.unavailable: the same content type,
+    `Retry-After: 1` and body) with the headers learned for its request shape."""
+    body = unavailable_body(detail)
     kept = [(n, v) for n, v in headers if n.lower() != "content-type"]
     return (
         "503 Service Unavailable",
         [
             *kept,
-            ("Content-Type", "application/json"),
+            ("Content-Type", JSON_CONTENT_TYPE),
             ("Retry-After", "1"),
             ("Content-Length", str(len(body))),
         ],

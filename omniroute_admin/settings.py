@@ -84,6 +84,8 @@ MIDDLEWARE = [
     "omniroute_admin.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "omniroute_admin.middleware.SecurityHeadersMiddleware",
+    # Outside the deadline too: its own 503s are framed by nobody either.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # After the security headers, so its own 503s carry them; before anything that may
     # touch the database (sessions, users), which it runs under its deadline.
     "omniroute_admin.deadline.RequestDeadlineMiddleware",
@@ -94,7 +96,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "omniroute_admin.middleware.IdleSessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # A viewer's POST anywhere in the dashboard is a 403 (never a 405).
     "omniroute_admin.dashboard.ViewerWritesForbiddenMiddleware",

@@ -308,7 +308,7 @@ def test_a_database_error_in_the_lane_is_a_json_503(lane: PoolFastLane, gateway:
     assert answer.code == 503
     assert answer.body == b'{"detail": "' + UNAVAILABLE_DETAIL.encode() + b'"}'
     assert answer.header("Retry-After") == "1"
-    assert answer.header("Content-Type") == "application/json"
+    assert answer.header("Content-Type") == "application/json; charset=utf-8"
     assert answer.header("X-Content-Type-Options") == "nosniff"
 
 
