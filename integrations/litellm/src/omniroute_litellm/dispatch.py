@@ -18,12 +18,13 @@ import copy
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from litellm.integrations.custom_logger import CustomLogger
 from omniroute_client import ControlPlaneUnavailable, Decision, NotFound, OmniRouteClient
 from omniroute_client.decisions import pool_key
 
+from .conversation import conversation_of
 from .model_list import (
     Candidate,
     Deployment,
@@ -151,7 +152,12 @@ class Dispatcher:
 
     def prepare(self, decision: Decision, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The Router call's arguments for this decision (an empty pool: `NoCapacity`)."""
-        order = dispatch_order(decision.candidates, self.candidates)
+        kwargs = dict(kwargs)
+        conversation = conversation_of(kwargs)
+        # Soft stickiness (omniroute_client.sticky): the connection this conversation used
+        # last goes first in an entry of its rung that still lists it.
+        entries = self.client.sticky.prefer(conversation, decision.candidates)
+        order = dispatch_order(cast(list[dict[str, Any]], entries), self.candidates)
         if not order:
             raise NoCapacity(decision.auto_id, decision.retry_after(self.client.clock()), decision)
         token = uuid.uuid4().hex
@@ -166,6 +172,7 @@ class Dispatcher:
             "token": token,
             "auto_id": decision.auto_id,
             "rungs": {d.dispatch_id: rung for d, rung in order},
+            "conversation": conversation,
         }
         call = {
             **kwargs,
@@ -228,6 +235,7 @@ class Dispatcher:
         self.client.report_response(deployment.connection_id, 200, headers)
         usage = getattr(response, "usage", None)
         rung = (meta.get("rungs") or {}).get(deployment.dispatch_id)
+        self.client.sticky.remember(meta.get("conversation"), rung, deployment.connection_id)
         cost = kwargs.get("response_cost")
         if rung in PLAN_RUNGS:
             cost = 0.0  # included in the plan: it billed nothing

@@ -31,6 +31,7 @@ from typing import Any
 
 from omniroute_client import OmniRouteClient
 
+from .conversation import EXPLICIT
 from .dispatch import Dispatcher, DispatchHooks, NoCapacity, token_of
 
 log = logging.getLogger("omniroute_litellm")
@@ -123,6 +124,7 @@ class OmniRouteProxyHandler(DispatchHooks):
         except NoCapacity as error:
             raise no_capacity_answer(error) from error
         data.update(call)
+        data.pop(EXPLICIT, None)  # a conversation key for stickiness, never for the upstream
         return data
 
     async def async_post_call_success_hook(

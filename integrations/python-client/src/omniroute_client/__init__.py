@@ -3,6 +3,7 @@
 from .client import AsyncOmniRouteClient, OmniRouteClient
 from .decisions import ControlPlaneUnavailable, Decision, NotFound, OmniRouteError
 from .events import event_for_exception, event_for_response, understood_headers
+from .sticky import StickyConnections, conversation_key
 
 __all__ = [
     "AsyncOmniRouteClient",
@@ -11,6 +12,8 @@ __all__ = [
     "NotFound",
     "OmniRouteClient",
     "OmniRouteError",
+    "StickyConnections",
+    "conversation_key",
     "event_for_exception",
     "event_for_response",
     "understood_headers",

@@ -31,6 +31,7 @@ from .decisions import (
 )
 from .events import event_for_exception, event_for_response
 from .reporter import Reporter
+from .sticky import StickyConnections
 
 log = logging.getLogger("omniroute_client")
 
@@ -58,8 +59,14 @@ class _Base:
         flush_interval: float = 0.2,
         invalidate_on_readings: bool = False,
         refresh_on_change: bool = True,
+        sticky_conversations: int = 10_000,
+        sticky_ttl_seconds: float = 3600.0,
     ) -> None:
         self.invalidate_on_readings = invalidate_on_readings
+        # Soft stickiness by conversation key (sticky.py): in memory, never a round trip.
+        self.sticky = StickyConnections(
+            max_conversations=sticky_conversations, ttl_seconds=sticky_ttl_seconds
+        )
         self.refresh_on_change = refresh_on_change
         # The most recently fetched pools, for refreshing them when the feed moves.
         self._recent: dict[str, tuple[str, list[dict[str, Any]] | None]] = {}
