@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-integrations test-fast lint fmt audit bench bench-load bench-hot bench-reentry clean
+.PHONY: install run test test-integrations test-fast test-embedded lint fmt audit bench bench-load bench-hot bench-reentry clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed")'
@@ -41,11 +41,30 @@ run: install .env
 # first: never `make run`'s var/broker, whose worker would take the tests' tasks, and
 # never what an earlier run left behind.
 TEST_BROKER_DIR := $(abspath var/test-broker)
+# The independent tests run on TEST_WORKERS processes (pytest-xdist; each its own test
+# database), a file per process at a time; those that start a Celery worker, a broker or
+# Chromium (markers integration, e2e) run after them in one process: they share the
+# broker's queue and the machine's two cores.
+TEST_WORKERS ?= 2
+UNIT := -m "not integration and not e2e"
+SERIAL := -m "integration or e2e"
+TEST_ENV := CELERY_FILESYSTEM_BROKER_DIR=$(TEST_BROKER_DIR)
 
 test: install
 	rm -rf $(TEST_BROKER_DIR)
-	CELERY_FILESYSTEM_BROKER_DIR=$(TEST_BROKER_DIR) $(PY) -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-integrations
+
+# The inner loop: the independent tests only, on both cores, stopping at the first failure.
+test-fast: install
+	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -x $(UNIT) $(PYTEST_ARGS)
+
+# What `make run` runs, whatever DATABASE_URL and CELERY_BROKER_URL say: the tests that
+# start a worker and a broker, on SQLite and the embedded (filesystem) broker. CI runs it
+# beside `make test` on PostgreSQL + Redis.
+test-embedded: install
+	rm -rf $(TEST_BROKER_DIR)
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(TEST_ENV) $(PY) -m pytest -m integration tests/integration $(PYTEST_ARGS)
 
 # The LiteLLM plugin against the real LiteLLM and its proxy server, in its own venv:
 # litellm brings its own pins (openai, tokenizers, pydantic, httpx...) that must never move
@@ -64,9 +83,6 @@ $(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyp
 
 test-integrations: install $(INT_STAMP)
 	OMNIROUTE_SERVER_PYTHON=$(abspath $(PY)) $(INT_PY) -m pytest integrations/litellm/tests $(INTEGRATIONS_PYTEST_ARGS)
-
-test-fast: install
-	$(PY) -m pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 from cryptography.fernet import Fernet
 
@@ -42,3 +45,36 @@ def _fresh_process_start(monkeypatch: pytest.MonkeyPatch) -> None:
     from ladder import beat
 
     monkeypatch.setattr(beat, "STARTED_AT", timezone.now())
+
+
+# --- A Redis broker is left as the suite found it ---------------------------------------
+# Tests on a Redis broker leave kombu's bindings, queues and unacked tables behind. The
+# controlling process (the only one with xdist, or the single one without) notes the
+# keys there before the run and deletes those the run added once every test is done.
+_REDIS_KEYS = pytest.StashKey[set[bytes]]()
+
+
+def _redis_broker() -> Any:
+    """A client of the suite's Redis broker, or None on another broker."""
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    if not url.startswith("redis://"):
+        return None
+    import redis
+
+    return redis.Redis.from_url(url)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    client = _redis_broker()
+    if client is not None and not hasattr(session.config, "workerinput"):
+        session.config.stash[_REDIS_KEYS] = set(client.scan_iter(count=1000))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    client = _redis_broker()
+    before = session.config.stash.get(_REDIS_KEYS, None)
+    if client is None or before is None:
+        return
+    added = [key for key in client.scan_iter(count=1000) if key not in before]
+    if added:
+        client.delete(*added)
