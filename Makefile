@@ -61,10 +61,12 @@ test-fast: install
 
 # What `make run` runs, whatever DATABASE_URL and CELERY_BROKER_URL say: the tests that
 # start a worker and a broker, on SQLite and the embedded (filesystem) broker. CI runs it
-# beside `make test` on PostgreSQL + Redis.
+# beside `make test` on PostgreSQL + Redis. Scaling out (several web processes and
+# workers) is PostgreSQL's and a network broker's: the embedded pair serves one host.
 test-embedded: install
 	rm -rf $(TEST_BROKER_DIR)
-	env -u DATABASE_URL -u CELERY_BROKER_URL $(TEST_ENV) $(PY) -m pytest -m integration tests/integration $(PYTEST_ARGS)
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(TEST_ENV) $(PY) -m pytest -m integration \
+		--ignore tests/integration/test_scale_out.py tests/integration $(PYTEST_ARGS)
 
 # The LiteLLM plugin against the real LiteLLM and its proxy server, in its own venv:
 # litellm brings its own pins (openai, tokenizers, pydantic, httpx...) that must never move
