@@ -129,7 +129,7 @@ def load_world(anchor: datetime) -> SimulationWorld:
     if not candidates:
         raise SimulationError(
             "No candidates are registered, so there is nothing to route: add candidates "
-            "(or run `manage.py seed_demo` for the demo world) first."
+            "(or run `.venv/bin/python manage.py seed_demo` for the demo world) first."
         )
     registered = [
         RegisteredConnection(

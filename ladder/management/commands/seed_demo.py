@@ -1,6 +1,10 @@
-"""`python manage.py seed_demo`: a small live world for `make run`. Simulated plan
-connections drain and reset every few minutes, so rungs move, hysteresis flips and
-plans come back while you watch. Running it again updates the same rows."""
+"""`python manage.py seed_demo`: a small live world for `make run`. The four simulated
+plan connections share one 10-minute window that restarts on the clock's tens (12:00,
+12:10, ... UTC): each drains at its own pace, so they run out one by one from about
+minute 6 of every ten, and from about minute 8 to minute 10 every plan is out at once:
+`auto/subscription` is empty (it fails closed: the reasons and the countdown to the
+reset on the overview), then every plan resets and the pool fills again. Running it
+again updates the same rows."""
 
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ from ladder import services
 from ladder.models import Candidate
 
 DEMO_ACTOR = "seed_demo"
+
+
+# Every plan's window: 10 minutes from the epoch, so it restarts on the clock's tens.
+DEMO_WINDOW_SECONDS = 600
 
 
 def _plan(burn_per_minute: float, window_seconds: int, phase_seconds: int) -> str:
@@ -40,7 +48,7 @@ CONNECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "auth_type": "oauth",
             "label": "Claude Max (team)",
             "quota_source": "simulated",
-            "credential": _plan(150, 600, 0),
+            "credential": _plan(125, DEMO_WINDOW_SECONDS, 0),  # out at minute 8
         },
     ),
     (
@@ -50,7 +58,7 @@ CONNECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "auth_type": "oauth",
             "label": "Claude Max (backup)",
             "quota_source": "simulated",
-            "credential": _plan(150, 600, 300),
+            "credential": _plan(150, DEMO_WINDOW_SECONDS, 0),  # out at 6:40
         },
     ),
     (
@@ -60,7 +68,7 @@ CONNECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "auth_type": "oauth",
             "label": "ChatGPT Plus (Codex)",
             "quota_source": "simulated",
-            "credential": _plan(130, 480, 120),
+            "credential": _plan(140, DEMO_WINDOW_SECONDS, 0),  # out at 7:09
         },
     ),
     (
@@ -70,7 +78,7 @@ CONNECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
             "auth_type": "oauth",
             "label": "Cursor Pro",
             "quota_source": "simulated",
-            "credential": _plan(60, 900, 0),
+            "credential": _plan(130, DEMO_WINDOW_SECONDS, 0),  # out at 7:42
         },
     ),
     ("ollama-local", {"provider": "ollama", "auth_type": "none", "label": "Local Ollama"}),
@@ -201,5 +209,6 @@ class Command(BaseCommand):
             record_demo_spend(timezone.now())
         self.stdout.write(
             f"Demo world ready: {len(CONNECTIONS)} connections, {len(CANDIDATES)} candidates. "
-            "Simulated plans drain and reset every 8 to 15 minutes."
+            "The plans reset on the clock's tens (UTC); from about minute 8 to 10 of every "
+            "ten all are out and auto/subscription is empty."
         )

@@ -93,7 +93,8 @@ class Command(BaseCommand):
         candidates = registered_candidates()
         if not candidates:
             raise CommandError(
-                "No candidates are registered: run `manage.py seed_demo` or register some."
+                "No candidates are registered: run `.venv/bin/python manage.py seed_demo` or "
+                "register some."
             )
         trace = self._trace(options, candidates)
         try:

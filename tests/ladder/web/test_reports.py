@@ -152,7 +152,7 @@ def test_without_the_shipped_report_the_page_says_so_never_a_500(
     assert response.status_code == 200
     assert parse(response.content).by_id("report-origin").text == (
         "No report can be shown: the report shipped in docs/simulation/ is missing and no "
-        "simulation has been run here yet. An operator can run one here, or run python "
+        "simulation has been run here yet. An operator can run one here, or run .venv/bin/python "
         "manage.py simulate."
     )
 
@@ -262,8 +262,8 @@ def test_a_failed_run_says_why_in_words(operator: Client, sent: list[int]) -> No
     assert status.attrs["role"] == "alert"
     assert status.text == (
         f"Simulation {run.pk} (started by olga 0 s ago) failed: No candidates are "
-        "registered, so there is nothing to route: add candidates (or run `manage.py "
-        "seed_demo` for the demo world) first."
+        "registered, so there is nothing to route: add candidates (or run `.venv/bin/python "
+        "manage.py seed_demo` for the demo world) first."
     )
 
 
