@@ -308,6 +308,19 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TASK_DEFAULT_QUEUE: str = _typed("CELERY_TASK_DEFAULT_QUEUE", env.str, "omniroute")
+# Webhook deliveries go to a queue of their own, consumed by their own worker processes
+# (`celery worker -Q` this queue; docs/OPERATIONS.md), so a slow receiver can hold a
+# notifier but never a worker a quota refresh waits for.
+CELERY_NOTIFICATIONS_QUEUE: str = _typed(
+    "CELERY_NOTIFICATIONS_QUEUE", env.str, "omniroute-notifications"
+)
+if CELERY_NOTIFICATIONS_QUEUE == CELERY_TASK_DEFAULT_QUEUE:
+    raise ImproperlyConfigured(
+        "CELERY_NOTIFICATIONS_QUEUE must differ from CELERY_TASK_DEFAULT_QUEUE."
+    )
+CELERY_TASK_ROUTES: dict[str, dict[str, str]] = {
+    "ladder.tasks.deliver_notification_task": {"queue": CELERY_NOTIFICATIONS_QUEUE},
+}
 
 # Quota refresh. A reading is polled again once this old (and always before it would go
 # stale under max_state_age_seconds); the beat looks for due connections this often.
@@ -357,6 +370,10 @@ NOTIFY_MAX_ATTEMPTS: int = _typed("NOTIFY_MAX_ATTEMPTS", env.int, 6)
 NOTIFY_RETRY_BASE_SECONDS: float = _typed("NOTIFY_RETRY_BASE_SECONDS", env.float, 60.0)
 NOTIFY_RETRY_MAX_SECONDS: float = _typed("NOTIFY_RETRY_MAX_SECONDS", env.float, 960.0)
 NOTIFY_HTTP_TIMEOUT_SECONDS: float = _typed("NOTIFY_HTTP_TIMEOUT_SECONDS", env.float, 10.0)
+# One attempt (connect, TLS, request, the answer's status and headers) ends this many
+# seconds after it starts, however slowly the receiver drips its answer: the timeout
+# above bounds each read only.
+NOTIFY_ATTEMPT_DEADLINE_SECONDS: float = _typed("NOTIFY_ATTEMPT_DEADLINE_SECONDS", env.float, 15.0)
 # Loopback and private-range targets are refused unless this is on (link-local and cloud
 # metadata addresses stay refused even then).
 NOTIFY_ALLOW_PRIVATE_TARGETS: bool = _typed("NOTIFY_ALLOW_PRIVATE_TARGETS", env.bool, False)
@@ -367,11 +384,14 @@ for _name, _value, _least in (
     ("NOTIFY_RETRY_BASE_SECONDS", NOTIFY_RETRY_BASE_SECONDS, 0.1),
     ("NOTIFY_RETRY_MAX_SECONDS", NOTIFY_RETRY_MAX_SECONDS, 0.1),
     ("NOTIFY_HTTP_TIMEOUT_SECONDS", NOTIFY_HTTP_TIMEOUT_SECONDS, 0.1),
+    ("NOTIFY_ATTEMPT_DEADLINE_SECONDS", NOTIFY_ATTEMPT_DEADLINE_SECONDS, 0.1),
 ):
     if _value < _least:
         raise ImproperlyConfigured(f"{_name} must be at least {_least}.")
 if NOTIFY_MAX_ATTEMPTS > 20:
     raise ImproperlyConfigured("NOTIFY_MAX_ATTEMPTS must be at most 20.")
+if NOTIFY_ATTEMPT_DEADLINE_SECONDS > 50:  # inside deliver_notification_task's 60 s limit
+    raise ImproperlyConfigured("NOTIFY_ATTEMPT_DEADLINE_SECONDS must be at most 50.")
 
 # Forecasts (spec/ladder.md, "Forecasts"; docs/OPERATIONS.md): the paid rungs' pace is
 # their ledger spend over this many recent minutes (1 to 10080, a week).

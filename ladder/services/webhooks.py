@@ -37,6 +37,7 @@ from ladder.crypto import (
 )
 from ladder.models import NotificationDelivery, Webhook
 from ladder.services import notifications
+from ladder.services.deadline_http import deadline_transport
 
 logger = logging.getLogger(__name__)
 
@@ -320,8 +321,9 @@ class DeliveryOutcome:
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> SendResult:
-    """One POST to a checked address, never following a redirect; the answer's body is
-    not read. Errors name neither the URL's path nor any header."""
+    """One POST to a checked address, never following a redirect, ended by
+    NOTIFY_ATTEMPT_DEADLINE_SECONDS whatever the receiver does (services.deadline_http);
+    the answer's body is not read. Errors name neither the URL's path nor any header."""
     try:
         target, address = checked_target(url)
     except TargetRefused as error:
@@ -330,6 +332,8 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> SendResult:
         return SendResult(None, "The host does not resolve.")
     seconds = settings.NOTIFY_HTTP_TIMEOUT_SECONDS
     timeout = httpx.Timeout(connect=seconds, read=seconds, write=seconds, pool=seconds)
+    # Each read is bounded by the timeout, the whole attempt by its deadline.
+    transport = deadline_transport(settings.NOTIFY_ATTEMPT_DEADLINE_SECONDS)
     # The request goes to the checked address; the name travels in Host and in TLS (SNI
     # and certificate check), so the certificate must still match the name.
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
@@ -338,7 +342,9 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> SendResult:
         # trust_env off: a proxy from the environment would reach the name, not the
         # checked address.
         with (
-            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+            httpx.Client(
+                timeout=timeout, follow_redirects=False, trust_env=False, transport=transport
+            ) as client,
             client.stream(
                 "POST",
                 target.url_for(address),

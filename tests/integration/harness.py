@@ -133,6 +133,9 @@ class Worker:
                 "-A",
                 "omniroute_admin",
                 "worker",
+                # Both queues in one process here: refreshes and webhook deliveries.
+                "-Q",
+                "omniroute,omniroute-notifications",
                 "--beat",
                 "--loglevel",
                 "INFO",

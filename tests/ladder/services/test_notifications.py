@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -709,7 +710,7 @@ def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_th
             return webhooks.httpx.Response(204)
 
         seen.append(kwargs)
-        return real_client(transport=webhooks.httpx.MockTransport(answer), **kwargs)
+        return real_client(**{**kwargs, "transport": webhooks.httpx.MockTransport(answer)})
 
     monkeypatch.setattr(webhooks.httpx, "Client", recording_client)
     monkeypatch.setattr(webhooks, "resolve_host", lambda host, port: [ip_address("93.184.216.34")])
@@ -774,3 +775,70 @@ def test_plan_low_is_delivered_once_per_window_signed_with_its_forecast(
         "basis": "from 3 readings over the last 20 min, and the paid rungs' spend over the "
         "last 60 min",
     }
+
+
+# --- a slow receiver ---------------------------------------------------------------------
+
+
+class DrippingReceiver:
+    """Accepts a POST, reads it, then answers one byte of a valid response per `every`
+    seconds: each read is quick, the whole answer slow. Ends its drip when stopped."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Padding: " + b"x" * 200 + b"\r\n\r\n"
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.stopped = threading.Event()
+        self.closed_by_client = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in self.ANSWER:
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:  # the client hung up
+                    self.closed_by_client.set()
+                    return
+                if self.stopped.wait(self.every):
+                    return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+def test_a_webhook_attempt_against_a_dripping_receiver_ends_at_its_deadline() -> None:
+    # Each byte comes well inside the per-read timeout; the whole answer would take
+    # about 44 s (220 bytes, one per 0.2 s): only the attempt's deadline can end it.
+    receiver = DrippingReceiver(every=0.2)
+    try:
+        with override_settings(
+            NOTIFY_ALLOW_PRIVATE_TARGETS=True,
+            NOTIFY_HTTP_TIMEOUT_SECONDS=5,
+            NOTIFY_ATTEMPT_DEADLINE_SECONDS=1,
+        ):
+            result = webhooks.post(f"http://127.0.0.1:{receiver.port}/hook", b"{}", {})
+    finally:
+        receiver.stop()
+
+    assert (result.status_code, result.error) == (None, "Timed out.")
+
+
+def test_webhook_deliveries_go_to_their_own_queue_and_refreshes_to_the_default(
+    settings: Any,
+) -> None:
+    from omniroute_admin.celery import app
+
+    def queue_of(task: str) -> str:
+        return str(app.amqp.router.route({}, task)["queue"].name)
+
+    assert queue_of(enqueue.DELIVER_NOTIFICATION_TASK) == "omniroute-notifications"
+    assert queue_of(enqueue.REFRESH_CONNECTION_TASK) == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert settings.CELERY_TASK_DEFAULT_QUEUE == "omniroute"
