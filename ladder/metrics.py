@@ -77,6 +77,7 @@ class DatabaseCollector(Collector):
         yield from connection_families(state)
         yield from rung_families(state)
         yield from tuning_families(state)
+        yield from forecast_families(state)
         yield from _beat_metrics(state.now)
 
 
@@ -195,6 +196,35 @@ def rung_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
             if rung_budget.budget_usd > 0:
                 used.add_metric([name], float(rung_budget.spent_usd * 100 / rung_budget.budget_usd))
     yield from (spent, budget, used)
+
+
+def forecast_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:
+    """Forecast against outcome (docs/FORECASTS.md): per plan connection, the error of
+    its newest window that ran out, and its last windows by outcome."""
+    error = GaugeMetricFamily(
+        "omniroute_forecast_error_seconds",
+        "When the newest window that ran out did so, minus when its first forecast said it "
+        "would (positive: later than forecast); absent until a forecast window runs out.",
+        labels=["connection_id"],
+    )
+    windows = GaugeMetricFamily(
+        "omniroute_forecast_windows",
+        "The last (up to 10) forecast windows of each plan connection by outcome: "
+        "ran_out_as_forecast, did_not_run_out, ran_out_unforecast, held_as_forecast, open.",
+        labels=["connection_id", "outcome"],
+    )
+    newest_error: dict[str, float] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for outcome in state.forecast_outcomes:  # newest first per connection
+        key = (outcome.connection_id, outcome.outcome.value)
+        counts[key] = counts.get(key, 0) + 1
+        if outcome.error_seconds is not None:
+            newest_error.setdefault(outcome.connection_id, outcome.error_seconds)
+    for connection_id, seconds in sorted(newest_error.items()):
+        error.add_metric([connection_id], seconds)
+    for (connection_id, outcome_value), count in sorted(counts.items()):
+        windows.add_metric([connection_id, outcome_value], float(count))
+    yield from (error, windows)
 
 
 def tuning_families(state: OperationsState) -> Iterator[GaugeMetricFamily]:

@@ -561,3 +561,38 @@ class PoolTransition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.auto_id} {self.change} {self.connection_id} @ {self.at}"
+
+
+class WindowForecast(models.Model):
+    """The first forecast made in one window of a plan connection (the warning an operator
+    had) and what happened: whether and when the window ran out before its reset. Kept so
+    the dashboard can show forecast against outcome (docs/FORECASTS.md)."""
+
+    connection = models.ForeignKey(
+        Connection, on_delete=models.CASCADE, related_name="window_forecasts"
+    )
+    # The window, named by its reset (a reset that moves by less than 60 s is the same).
+    window_reset_at = models.DateTimeField()
+    forecast_at = models.DateTimeField()
+    runs_out_at = models.DateTimeField()
+    before_reset = models.BooleanField()
+    paid_until_reset_usd = models.DecimalField(
+        max_digits=16, decimal_places=2, null=True, blank=True
+    )
+    basis = models.CharField(max_length=300)
+    # The outcome: when it ran out (null: it did not, or not yet), and when the window
+    # ended (null: still open, the outcome may change).
+    ran_out_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-window_reset_at", "-id")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("connection", "window_reset_at"), name="window_forecast_once"
+            ),
+        )
+        indexes = (models.Index(fields=("connection", "-window_reset_at")),)
+
+    def __str__(self) -> str:
+        return f"{self.connection_id} window to {self.window_reset_at}: out {self.runs_out_at}"

@@ -81,6 +81,15 @@ def record_pool_timeline_task() -> None:
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
+def record_forecasts_task() -> None:
+    """Keep each plan window's first forecast and its outcome (idempotent: the window is
+    unique per connection)."""
+    created = services.record_forecasts(now=timezone.now())
+    if created:
+        logger.info("forecasts: %d new window(s) recorded", created)
+
+
+@shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)
 def evaluate_notifications_task() -> None:
     """Notify the transitions since the last evaluation; re-enqueue lost deliveries."""
     created = notifications.evaluate_notifications()

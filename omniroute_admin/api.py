@@ -13,6 +13,7 @@ from billing.api import router as billing_router
 from ladder import services as ladder_services
 from ladder.api import router as ladder_router
 from ladder.crypto import CredentialKeyMissing
+from ladder.forecast_api import router as forecast_router
 from ladder.pool_history import router as pool_history_router
 from ladder.spend_api import router as spend_router
 from omniroute_admin.errors import install_handlers
@@ -80,5 +81,6 @@ api.add_router("", billing_router)
 api.add_router("", alias_router)
 # Before the ladder's: its /pools/{path:auto_id} would take ".../history" as an auto id.
 api.add_router("", pool_history_router)
+api.add_router("", forecast_router)
 api.add_router("", ladder_router)
 api.add_router("", spend_router)

@@ -423,6 +423,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": QUOTA_BEAT_SECONDS,
         "options": {"expires": QUOTA_BEAT_SECONDS},
     },
+    # Forecast against outcome (docs/FORECASTS.md): each window's first forecast and
+    # whether it ran out, looked at once a minute.
+    "record-forecasts": {
+        "task": "ladder.tasks.record_forecasts_task",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     "prune-readings": {
         "task": "ladder.tasks.prune_readings_task",
         "schedule": 3600.0,

@@ -144,6 +144,8 @@ API_GATEWAY_OPERATIONS = {
     ("GET", "/api/v1/spend/summary"),
     ("GET", "/api/v1/spend"),
     ("GET", "/api/v1/provider-aliases"),
+    ("GET", "/api/v1/forecasts"),
+    ("GET", "/api/v1/forecasts/outcomes"),
 }
 # Routes the API mounts that are documentation, not operations.
 API_DOCS = {"api/v1/openapi.json", "api/v1/docs"}

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ladder import core, services
+from ladder import core, metrics, services
 from ladder.core import Rung
 from ladder.metrics import DatabaseCollector
 from omniroute_admin import ops
@@ -432,9 +432,9 @@ def scrape() -> Samples:
 
 # --- query count ------------------------------------------------------------------------
 
-# A scrape: settings, catalog, prices, window spend, connections, candidates (the
-# database collector) and the readiness probe's SELECT 1.
-SCRAPE_QUERIES = 8  # seven for the world, one for the beat's heartbeat
+# A scrape: settings, catalog, prices, window spend, connections, candidates, forecast
+# against outcome (the database collector) and the readiness probe's SELECT 1.
+SCRAPE_QUERIES = 9  # eight for the world, one for the beat's heartbeat
 
 
 @pytest.mark.parametrize("size", [1, 500])
@@ -452,3 +452,42 @@ def test_a_scrape_runs_a_fixed_number_of_queries(
     assert response.status_code == 200
     assert len(captured.captured_queries) == SCRAPE_QUERIES
     assert len(by_connection(parse(response.content), "omniroute_connection_in_play")) == size
+
+
+@pytest.mark.django_db
+def test_forecast_against_outcome_is_a_metric_per_plan_connection() -> None:
+    from datetime import timedelta
+
+    from ladder.models import Connection, WindowForecast
+    from ladder.services import operations_state
+    from tests.ladder.factories import NOW, make_connection
+
+    make_connection("claude-max-1")
+    plan = Connection.objects.get()
+    for hours, ran_out_after in ((5, 300), (10, None), (15, -120)):
+        WindowForecast.objects.create(
+            connection=plan,
+            window_reset_at=NOW - timedelta(hours=hours),
+            forecast_at=NOW - timedelta(hours=hours + 2),
+            runs_out_at=NOW - timedelta(hours=hours + 1),
+            before_reset=True,
+            basis="b",
+            ran_out_at=None
+            if ran_out_after is None
+            else NOW - timedelta(hours=hours + 1) + timedelta(seconds=ran_out_after),
+            closed_at=NOW - timedelta(hours=hours),
+        )
+
+    families = {
+        family.name: [(sample.labels, sample.value) for sample in family.samples]
+        for family in metrics.forecast_families(operations_state(now=NOW))
+    }
+
+    assert families == {
+        # The newest window that ran out: 5 minutes later than forecast.
+        "omniroute_forecast_error_seconds": [({"connection_id": "claude-max-1"}, 300.0)],
+        "omniroute_forecast_windows": [
+            ({"connection_id": "claude-max-1", "outcome": "did_not_run_out"}, 1.0),
+            ({"connection_id": "claude-max-1", "outcome": "ran_out_as_forecast"}, 2.0),
+        ],
+    }

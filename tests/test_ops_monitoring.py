@@ -233,6 +233,8 @@ EXPORTED_FAMILIES = {
     "omniroute_rung_spend_usd",
     "omniroute_rung_budget_usd",
     "omniroute_rung_budget_used_percent",
+    "omniroute_forecast_error_seconds",
+    "omniroute_forecast_windows",
     "omniroute_exit_cutoff_percent",
     "omniroute_max_reading_age_seconds",
     "omniroute_dependency_up",

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
 from typing import Final
 
 from ladder.core.prose import instant_text, money_text
@@ -309,3 +310,44 @@ def _paid_text(result: Forecast) -> str:
     rest = parts[1:]
     joined = first if not rest else f"{first} and {' and '.join(rest)}"
     return f"at the current mix {joined} until then"
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+class Outcome(StrEnum):
+    """What happened to a window, against its first forecast."""
+
+    OPEN = "open"  # the window has not ended and has not run out: no outcome yet
+    RAN_OUT_AS_FORECAST = "ran_out_as_forecast"  # forecast before its reset, and it did
+    DID_NOT_RUN_OUT = "did_not_run_out"  # forecast before its reset; the reset came first
+    RAN_OUT_UNFORECAST = "ran_out_unforecast"  # forecast after its reset, yet it ran out
+    HELD_AS_FORECAST = "held_as_forecast"  # forecast after its reset, and it held
+
+    @property
+    def text(self) -> str:
+        """What happened, in words."""
+        return _OUTCOME_TEXT[self]
+
+
+_OUTCOME_TEXT: Final = {
+    Outcome.OPEN: "no outcome yet",
+    Outcome.RAN_OUT_AS_FORECAST: "ran out before its reset, as forecast",
+    Outcome.DID_NOT_RUN_OUT: "forecast to run out, but the reset came first",
+    Outcome.RAN_OUT_UNFORECAST: "ran out, though forecast to last to its reset",
+    Outcome.HELD_AS_FORECAST: "lasted to its reset, as forecast",
+}
+
+
+def judge(
+    *, before_reset: bool, runs_out_at: datetime, ran_out_at: datetime | None, is_closed: bool
+) -> tuple[Outcome, float | None]:
+    """A window's outcome against its forecast, and the forecast's error in seconds
+    (positive: it ran out later than forecast; None: it did not run out)."""
+    if ran_out_at is not None:
+        error = (ran_out_at - runs_out_at).total_seconds()
+        outcome = Outcome.RAN_OUT_AS_FORECAST if before_reset else Outcome.RAN_OUT_UNFORECAST
+        return outcome, error
+    if not is_closed:
+        return Outcome.OPEN, None
+    return (Outcome.DID_NOT_RUN_OUT if before_reset else Outcome.HELD_AS_FORECAST), None

@@ -56,10 +56,15 @@ from ladder.services.decisions import (
 from ladder.services.events import EventResult, apply_event
 from ladder.services.forecasts import (
     ConnectionForecast,
+    ForecastOutcome,
     forecast_json,
     forecast_of,
+    forecast_outcomes,
+    outcome_json,
+    outcomes_csv,
     paid_paces,
     plan_forecasts,
+    record_forecasts,
 )
 from ladder.services.loading import (
     VIEW_FIELDS,
@@ -173,6 +178,7 @@ __all__ = [
     "ConnectionState",
     "DecisionInputs",
     "EventResult",
+    "ForecastOutcome",
     "Lease",
     "NoQuotaSource",
     "NotFound",
@@ -215,6 +221,7 @@ __all__ = [
     "effective_settings_of",
     "forecast_json",
     "forecast_of",
+    "forecast_outcomes",
     "get_connection",
     "get_settings_row",
     "hysteresis_of",
@@ -224,6 +231,8 @@ __all__ = [
     "load_views",
     "normalise_reading",
     "operations_state",
+    "outcome_json",
+    "outcomes_csv",
     "paid_paces",
     "plan_forecasts",
     "prune_budget_crossings",
@@ -234,6 +243,7 @@ __all__ = [
     "reading_of",
     "rebuild_spend_totals",
     "received_at",
+    "record_forecasts",
     "record_spend",
     "record_spend_batch",
     "referenced_connections",

@@ -9,6 +9,8 @@ budget window's spend (the day totals) unless the caller has it.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
@@ -24,16 +27,20 @@ from billing.services import load_catalog
 from ladder.core import HysteresisState, LadderConfig, Rung
 from ladder.core.forecast import (
     MAX_READINGS,
+    SAME_WINDOW_TOLERANCE,
     Forecast,
     ForecastReading,
+    Outcome,
     PaidPace,
     forecast,
     forecast_sentence,
+    judge,
 )
-from ladder.models import Connection, QuotaReading, SpendEntry
+from ladder.models import Connection, QuotaReading, SpendEntry, WindowForecast
 from ladder.services.common import PAID_RUNGS
 from ladder.services.config import load_config
 from ladder.services.loading import spend_in_window
+from ladder.services.spend_ledger import _text as csv_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +220,193 @@ def plan_forecasts(
         return (0, at, item.connection_id) if at is not None else (1, now, item.connection_id)
 
     return sorted(made.values(), key=order)
+
+
+# --- forecast against outcome ----------------------------------------------------------------
+
+
+def record_forecasts(*, now: datetime) -> int:
+    """Keep each window's first forecast and its outcome: a new window of a plan that is
+    forecast (and has not run out) gets a row; a row whose plan has run out gets the
+    instant; a row whose reset has passed is closed. Returns the rows created. A fixed
+    number of queries whatever the fleet, and safe to run twice (the unique window)."""
+    made = [
+        item
+        for item in plan_forecasts(now=now)
+        if item.forecast.runs_out_at is not None and item.forecast.reset_at is not None
+    ]
+    ids = [item.connection_id for item in made]
+    pks = dict(Connection.objects.filter(connection_id__in=ids).values_list("connection_id", "pk"))
+    open_rows: dict[int, list[WindowForecast]] = {}
+    still_open = WindowForecast.objects.filter(
+        closed_at__isnull=True, connection_id__in=pks.values()
+    )
+    for open_row in still_open:
+        open_rows.setdefault(open_row.connection_id, []).append(open_row)
+    created: list[WindowForecast] = []
+    with transaction.atomic():
+        for item in made:
+            made_forecast = item.forecast
+            reset_at, runs_out_at = made_forecast.reset_at, made_forecast.runs_out_at
+            assert reset_at is not None
+            assert runs_out_at is not None
+            pk = pks.get(item.connection_id)
+            if pk is None:
+                continue
+            row: WindowForecast | None = next(
+                (
+                    r
+                    for r in open_rows.get(pk, [])
+                    if abs(r.window_reset_at - reset_at) < SAME_WINDOW_TOLERANCE
+                ),
+                None,
+            )
+            if row is None:
+                if not made_forecast.has_run_out:  # a forecast ahead of the run-out only
+                    created.append(
+                        WindowForecast(
+                            connection_id=pk,
+                            window_reset_at=reset_at,
+                            forecast_at=now,
+                            runs_out_at=runs_out_at,
+                            before_reset=bool(made_forecast.before_reset),
+                            paid_until_reset_usd=made_forecast.paid_until_reset_usd,
+                            basis=made_forecast.basis[:300],
+                        )
+                    )
+            elif made_forecast.has_run_out and row.ran_out_at is None:
+                row.ran_out_at = runs_out_at
+                row.save(update_fields=["ran_out_at"])
+        WindowForecast.objects.bulk_create(created, ignore_conflicts=True)
+        WindowForecast.objects.filter(closed_at__isnull=True, window_reset_at__lte=now).update(
+            closed_at=now
+        )
+    return len(created)
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastOutcome:
+    """One window's first forecast against what happened."""
+
+    connection_id: str
+    window_reset_at: datetime
+    forecast_at: datetime
+    runs_out_at: datetime
+    before_reset: bool
+    paid_until_reset_usd: Decimal | None
+    basis: str
+    ran_out_at: datetime | None
+    is_closed: bool
+    outcome: Outcome
+    error_seconds: float | None
+
+
+def _outcome_of(row: WindowForecast, connection_id: str) -> ForecastOutcome:
+    outcome, error = judge(
+        before_reset=row.before_reset,
+        runs_out_at=row.runs_out_at,
+        ran_out_at=row.ran_out_at,
+        is_closed=row.closed_at is not None,
+    )
+    return ForecastOutcome(
+        connection_id=connection_id,
+        window_reset_at=row.window_reset_at,
+        forecast_at=row.forecast_at,
+        runs_out_at=row.runs_out_at,
+        before_reset=row.before_reset,
+        paid_until_reset_usd=row.paid_until_reset_usd,
+        basis=row.basis,
+        ran_out_at=row.ran_out_at,
+        is_closed=row.closed_at is not None,
+        outcome=outcome,
+        error_seconds=error,
+    )
+
+
+OUTCOME_WINDOWS = 10
+
+
+def forecast_outcomes(
+    connection_id: str | None = None, *, windows: int = OUTCOME_WINDOWS
+) -> list[ForecastOutcome]:
+    """The last `windows` windows of each connection (or of one), newest first: one
+    query whatever the fleet (a row number per connection)."""
+    rows = WindowForecast.objects.annotate(
+        newest=Window(
+            RowNumber(),
+            partition_by=[F("connection_id")],
+            order_by=[F("window_reset_at").desc(), F("id").desc()],
+        )
+    ).filter(newest__lte=windows)
+    if connection_id is not None:
+        rows = rows.filter(connection__connection_id=connection_id)
+    rows = rows.select_related("connection").order_by(
+        "connection__connection_id", "-window_reset_at", "-id"
+    )
+    return [_outcome_of(row, row.connection.connection_id) for row in rows]
+
+
+OUTCOME_CSV_HEADER = (
+    "connection_id",
+    "window_reset_at",
+    "forecast_at",
+    "runs_out_at",
+    "before_reset",
+    "paid_until_reset_usd",
+    "ran_out_at",
+    "closed",
+    "outcome",
+    "error_seconds",
+    "basis",
+)
+
+
+def _instant(value: datetime | None) -> str:
+    return "" if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def outcomes_csv(outcomes: Sequence[ForecastOutcome]) -> str:
+    """Forecast against outcome as CSV (CRLF, a header row; a cell a spreadsheet would run
+    as a formula gets a leading apostrophe): the API's `?format=csv`."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(OUTCOME_CSV_HEADER)
+    for o in outcomes:
+        writer.writerow(
+            (
+                csv_text(o.connection_id),
+                _instant(o.window_reset_at),
+                _instant(o.forecast_at),
+                _instant(o.runs_out_at),
+                "true" if o.before_reset else "false",
+                "" if o.paid_until_reset_usd is None else format(o.paid_until_reset_usd, "f"),
+                _instant(o.ran_out_at),
+                "true" if o.is_closed else "false",
+                o.outcome.value,
+                "" if o.error_seconds is None else f"{o.error_seconds:.0f}",
+                csv_text(o.basis),
+            )
+        )
+    return out.getvalue()
+
+
+def outcome_json(o: ForecastOutcome) -> dict[str, object]:
+    """One window's forecast against outcome, as the API answers it."""
+    return {
+        "connection_id": o.connection_id,
+        "window_reset_at": o.window_reset_at,
+        "forecast_at": o.forecast_at,
+        "runs_out_at": o.runs_out_at,
+        "before_reset": o.before_reset,
+        "paid_until_reset_usd": None
+        if o.paid_until_reset_usd is None
+        else float(o.paid_until_reset_usd),
+        "basis": o.basis,
+        "ran_out_at": o.ran_out_at,
+        "closed": o.is_closed,
+        "outcome": o.outcome.value,
+        "error_seconds": o.error_seconds,
+    }
 
 
 def forecast_json(item: ConnectionForecast | None) -> dict[str, object] | None:

@@ -11,6 +11,7 @@ from ladder import core
 from ladder.core import ConnectionView, Decision, LadderConfig
 from ladder.models import Connection
 from ladder.services.config import load_config
+from ladder.services.forecasts import ForecastOutcome, forecast_outcomes
 from ladder.services.loading import (
     VIEW_FIELDS,
     registered_candidates,
@@ -40,11 +41,13 @@ class OperationsState:
     # The decisions of the flat auto ids over the registered candidates: every composite
     # is a category subset of one of them, so they see every usable connection.
     decisions: tuple[Decision, ...]
+    # Forecast against outcome: the last windows of each plan connection, newest first.
+    forecast_outcomes: tuple[ForecastOutcome, ...] = ()
 
 
 def operations_state(*, now: datetime) -> OperationsState:
-    """Connections, window spend and the flat auto ids' decisions at `now`, in six queries
-    whatever the number of connections and candidates."""
+    """Connections, window spend, the flat auto ids' decisions and forecast against
+    outcome at `now`, in seven queries whatever the number of connections and candidates."""
     config = load_config()
     catalog = billing_services.load_catalog()
     prices = billing_services.load_price_book()
@@ -69,4 +72,5 @@ def operations_state(*, now: datetime) -> OperationsState:
         ),
         spend=summarise_spend(config, spend, now),
         decisions=decisions,
+        forecast_outcomes=tuple(forecast_outcomes()),
     )

@@ -200,6 +200,7 @@ def connection_detail_context(
         "config": table.config,
         "chart": chart,
         "forecast": forecast,
+        "forecast_outcomes": services.forecast_outcomes(connection_id),
         "forecast_drawing": forecast_drawing(
             chart, forecast, readings, table.config.exit_cutoff_percent, now
         ),

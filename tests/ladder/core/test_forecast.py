@@ -12,10 +12,12 @@ import pytest
 from ladder.core import Rung
 from ladder.core.forecast import (
     ForecastReading,
+    Outcome,
     PaidPace,
     burn_rate,
     forecast,
     forecast_sentence,
+    judge,
     window_readings,
 )
 from tests.ladder.core.factories import NOW
@@ -301,3 +303,30 @@ def test_an_unknown_reset_gives_the_instant_but_no_before_reset_or_paid() -> Non
     assert forecast_sentence("max-2", result, NOW) == (
         "max-2 runs out in about 1 h (its reset is not known)."
     )
+
+
+@pytest.mark.parametrize(
+    ("before_reset", "ran_out_after", "is_closed", "outcome", "error"),
+    [
+        pytest.param(True, 600, False, Outcome.RAN_OUT_AS_FORECAST, 600.0, id="late-by-10-min"),
+        pytest.param(True, -300, True, Outcome.RAN_OUT_AS_FORECAST, -300.0, id="early-by-5-min"),
+        pytest.param(True, None, True, Outcome.DID_NOT_RUN_OUT, None, id="false-alarm"),
+        pytest.param(False, 0, True, Outcome.RAN_OUT_UNFORECAST, 0.0, id="missed"),
+        pytest.param(False, None, True, Outcome.HELD_AS_FORECAST, None, id="held"),
+        pytest.param(True, None, False, Outcome.OPEN, None, id="open"),
+    ],
+)
+def test_a_windows_outcome_is_judged_against_its_forecast(
+    before_reset: bool,
+    ran_out_after: int | None,
+    is_closed: bool,
+    outcome: Outcome,
+    error: float | None,
+) -> None:
+    ran_out_at = None if ran_out_after is None else NOW + timedelta(seconds=ran_out_after)
+
+    judged = judge(
+        before_reset=before_reset, runs_out_at=NOW, ran_out_at=ran_out_at, is_closed=is_closed
+    )
+
+    assert judged == (outcome, error)

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from ladder import services
-from ladder.models import Connection, LadderSettings
-from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
+from ladder.core.forecast import Outcome
+from ladder.models import Connection, LadderSettings, WindowForecast
+from tests.ladder.factories import NOW, api, iso, make_connection, make_reading, make_token
 from tests.ladder.spend_ledger import PRICES
 
 pytestmark = pytest.mark.django_db
@@ -189,3 +190,181 @@ def test_the_status_api_carries_the_forecast(priced: None) -> None:
     assert forecast["basis"] == (
         "from 3 readings over the last 20 min, and the paid rungs' spend over the last 60 min"
     )
+
+
+# --- forecast against outcome -----------------------------------------------------------
+
+
+def test_a_windows_first_forecast_is_kept_with_when_it_ran_out() -> None:
+    make_connection("claude-max-1")
+    burn("claude-max-1")
+
+    assert services.record_forecasts(now=NOW) == 1
+    assert services.record_forecasts(now=NOW) == 0  # twice is harmless
+    # Later forecasts of the same window (its reset jittered) do not replace the first.
+    make_reading("claude-max-1", now=NOW + minutes(10), checked_at=NOW + minutes(10),
+                 remaining_percent=30.0, reset_at=RESET + timedelta(seconds=2))  # fmt: skip
+    assert services.record_forecasts(now=NOW + minutes(10)) == 0
+    # It ran out 5 minutes later than forecast (70 minutes on): the ladder dropped it.
+    make_reading("claude-max-1", now=NOW + minutes(75), checked_at=NOW + minutes(75),
+                 remaining_percent=1.5, reset_at=RESET)  # fmt: skip
+    services.record_forecasts(now=NOW + minutes(76))
+    (open_window,) = services.forecast_outcomes("claude-max-1")
+    services.record_forecasts(now=RESET + timedelta(seconds=1))
+
+    (closed,) = services.forecast_outcomes("claude-max-1")
+    assert (open_window.outcome, open_window.is_closed) == (
+        Outcome.RAN_OUT_AS_FORECAST,
+        False,
+    )
+    assert closed == services.ForecastOutcome(
+        connection_id="claude-max-1",
+        window_reset_at=RESET,
+        forecast_at=NOW,
+        runs_out_at=NOW + minutes(70),
+        before_reset=True,
+        paid_until_reset_usd=Decimal("0.00"),
+        basis="from 3 readings over the last 20 min, and the paid rungs' spend over the last "
+        "60 min",
+        ran_out_at=NOW + minutes(75),
+        is_closed=True,
+        outcome=Outcome.RAN_OUT_AS_FORECAST,
+        error_seconds=300.0,
+    )
+
+
+def test_a_window_that_reset_before_its_forecast_run_out_is_a_false_alarm() -> None:
+    make_connection("claude-max-1")
+    burn("claude-max-1")
+    services.record_forecasts(now=NOW)
+
+    services.record_forecasts(now=RESET)
+
+    (window,) = services.forecast_outcomes("claude-max-1")
+    assert (window.outcome, window.ran_out_at, window.error_seconds, window.is_closed) == (
+        Outcome.DID_NOT_RUN_OUT,
+        None,
+        None,
+        True,
+    )
+
+
+def test_outcomes_keep_the_last_ten_windows_of_each_connection() -> None:
+    make_connection("claude-max-1")
+    make_connection("claude-max-2")
+    for index in range(12):
+        for connection_id in ("claude-max-1", "claude-max-2"):
+            WindowForecast.objects.create(
+                connection=Connection.objects.get(connection_id=connection_id),
+                window_reset_at=NOW + timedelta(hours=5 * index),
+                forecast_at=NOW,
+                runs_out_at=NOW,
+                before_reset=True,
+                basis="b",
+            )
+
+    outcomes = services.forecast_outcomes()
+
+    assert [(o.connection_id, o.window_reset_at) for o in outcomes] == [
+        (connection_id, NOW + timedelta(hours=5 * index))
+        for connection_id in ("claude-max-1", "claude-max-2")
+        for index in range(11, 1, -1)
+    ]
+
+
+def test_the_forecasts_api_lists_every_plans_forecast() -> None:
+    gateway = make_token()
+    now = timezone.now().replace(microsecond=0)
+    make_connection("claude-max-1")
+    burn("claude-max-1", now=now, reset_at=now + timedelta(hours=4))
+
+    response = api("get", "/api/v1/forecasts", gateway)
+
+    assert response.status_code == 200
+    (item,) = response.json()
+    assert (item["connection_id"], item["runs_out_at"], item["before_reset"]) == (
+        "claude-max-1",
+        iso(now + minutes(70)),
+        True,
+    )
+
+
+def window_row(connection_id: str = "claude-max-1", **fields: Any) -> WindowForecast:
+    values: dict[str, Any] = {
+        "window_reset_at": RESET,
+        "forecast_at": NOW,
+        "runs_out_at": NOW + minutes(70),
+        "before_reset": True,
+        "paid_until_reset_usd": Decimal("3.10"),
+        "basis": "from 3 readings over the last 20 min",
+        "ran_out_at": NOW + minutes(75),
+        "closed_at": RESET,
+    }
+    values.update(fields)
+    return WindowForecast.objects.create(
+        connection=Connection.objects.get(connection_id=connection_id), **values
+    )
+
+
+def test_the_outcomes_api_answers_json_and_csv() -> None:
+    gateway = make_token()
+    make_connection("claude-max-1")
+    make_connection("@cmd")
+    window_row()
+    window_row("@cmd", ran_out_at=None, closed_at=None, paid_until_reset_usd=None)
+
+    as_json = api("get", "/api/v1/forecasts/outcomes?connection_id=claude-max-1", gateway)
+    as_csv = api("get", "/api/v1/forecasts/outcomes?format=csv", gateway)
+
+    assert as_json.status_code == 200
+    assert as_json.json() == [
+        {
+            "connection_id": "claude-max-1",
+            "window_reset_at": iso(RESET),
+            "forecast_at": iso(NOW),
+            "runs_out_at": iso(NOW + minutes(70)),
+            "before_reset": True,
+            "paid_until_reset_usd": 3.1,
+            "basis": "from 3 readings over the last 20 min",
+            "ran_out_at": iso(NOW + minutes(75)),
+            "closed": True,
+            "outcome": "ran_out_as_forecast",
+            "error_seconds": 300.0,
+        }
+    ]
+    assert as_csv.status_code == 200
+    assert as_csv["Content-Type"] == "text/csv; charset=utf-8"
+    assert as_csv.content.decode().split("\r\n") == [
+        "connection_id,window_reset_at,forecast_at,runs_out_at,before_reset,"
+        "paid_until_reset_usd,ran_out_at,closed,outcome,error_seconds,basis",
+        "'@cmd,2026-11-29T16:00:00Z,2026-11-29T12:00:00Z,2026-11-29T13:10:00Z,true,,,false,"
+        "open,,from 3 readings over the last 20 min",
+        "claude-max-1,2026-11-29T16:00:00Z,2026-11-29T12:00:00Z,2026-11-29T13:10:00Z,true,"
+        "3.10,2026-11-29T13:15:00Z,true,ran_out_as_forecast,300,"
+        "from 3 readings over the last 20 min",
+        "",
+    ]
+
+
+def test_the_outcomes_api_refuses_a_bad_connection_id_with_a_422() -> None:
+    gateway = make_token()
+
+    response = api("get", "/api/v1/forecasts/outcomes?connection_id=a%20b", gateway)
+
+    assert response.status_code == 422
+
+
+def test_the_connection_page_shows_forecast_against_outcome(client: Any) -> None:
+    from tests.worlds import signed_in
+
+    make_connection("claude-max-1")
+    window_row()
+    signed_in(client, "vera", "viewer")
+
+    page = client.get("/connections/claude-max-1/").content.decode()
+
+    assert (
+        "<tr><td>2026-11-29 16:00</td><td>2026-11-29 12:00</td><td>2026-11-29 13:10 (before "
+        "the reset)</td><td>2026-11-29 13:15</td><td>ran out before its reset, as forecast"
+        '</td><td class="num">300 s</td></tr>'
+    ) in page

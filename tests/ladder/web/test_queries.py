@@ -25,8 +25,8 @@ PAGE_QUERIES = {
     "/": 11,  # the beat heartbeat; the forecasts: newest readings, catalog, ledger pace
     "/connections/": 13,  # the published decisions: where each connection stands
     # the same, the candidates naming it, settings changes; its forecast: its newest
-    # readings, the ledger's paid pace, the budget window's spend
-    "/connections/claude-max-1/": 19,
+    # readings, the ledger's paid pace, the budget window's spend; forecast against outcome
+    "/connections/claude-max-1/": 20,
     "/connections/?state=in-play&rung=subscription&sort=-quota&q=a": 12,  # whole, no count
     "/candidates/": 11,  # and the registered connection ids the add form offers
     "/candidates/?q=claude&page=2": 11,
