@@ -222,6 +222,7 @@ EXPORTED_FAMILIES = {
     "omniroute_decisions",
     "omniroute_decision_seconds",
     "omniroute_gateway_events",
+    "omniroute_login_throttle_unavailable",
     "omniroute_connection_info",
     "omniroute_connection_remaining_percent",
     "omniroute_connection_in_play",
