@@ -35,12 +35,13 @@ def _window_start(spec: PlanWindow, now: datetime) -> datetime:
 class Provider:
     """The ground truth of one connection: its windows and what they hold."""
 
-    __slots__ = ("connection", "next_boundary", "windows")
+    __slots__ = ("_expired", "connection", "next_boundary", "windows")
 
     def __init__(self, connection: SimConnection, now: datetime) -> None:
         self.connection = connection
         self.windows = [_WindowState(spec, now) for spec in connection.windows]
         self.next_boundary = min((w.end for w in self.windows), default=None)
+        self._expired = 0.0
 
     def roll(self, now: datetime) -> list[tuple[datetime, float]]:
         """Advance to `now`; (boundary, remaining % just before it) of each window that
@@ -48,14 +49,24 @@ class Provider:
         if self.next_boundary is None or now < self.next_boundary:
             return []
         crossed = []
+        self._expired = 0.0
+        longest = max(w.spec.length for w in self.windows)
         for window in self.windows:
             if now >= window.end:
                 crossed.append((window.end, window.remaining_percent()))
+                if window.spec.length == longest:
+                    self._expired += window.remaining_percent() / 100.0
                 window.used = 0
                 window.start = _window_start(window.spec, now)
                 window.end = window.start + window.spec.length
         self.next_boundary = min(w.end for w in self.windows)
         return crossed
+
+    @property
+    def expired_share_of_longest(self) -> float:
+        """Set by `roll`: the share of the longest window left when it last restarted
+        (0 when it did not restart in that roll)."""
+        return self._expired
 
     def has_headroom(self) -> bool:
         return not any(window.is_full() for window in self.windows)

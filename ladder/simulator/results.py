@@ -101,6 +101,19 @@ class PolicyResult:
     rung_flips: int
     paid_seconds_after_resets: tuple[float, ...]
     served_by_rung: tuple[int, ...]  # indexed by Rung
+    # Plan capacity that expired unused: at each restart of a plan's longest window, the
+    # share of it left, summed (1.0: one whole window of one seat).
+    plan_windows_expired_unused: float = 0.0
+    # Consecutive turns of one conversation, and how many of them changed connection.
+    conversation_turns: int = 0
+    conversation_switches: int = 0
+
+    @property
+    def switches_per_turn(self) -> float:
+        """The share of consecutive turns of a conversation that changed connection."""
+        return (
+            self.conversation_switches / self.conversation_turns if self.conversation_turns else 0.0
+        )
 
     @property
     def requests(self) -> int:

@@ -68,6 +68,9 @@ class _Tally:
     flips: int = 0
     lags: list[float] = field(default_factory=list)
     by_rung: list[int] = field(default_factory=lambda: [0] * len(Rung))
+    expired_unused: float = 0.0
+    turns: int = 0
+    switches: int = 0
 
 
 class _Run:
@@ -80,8 +83,18 @@ class _Run:
         timing: Timing,
         trace: Trace,
         observer: Observer | None = None,
+        *,
+        given_order: bool = False,
+        sticky: bool = False,
     ) -> None:
         self.world = world
+        # `given_order`: the plan connections of an entry in the allowlist's own order, as
+        # before "Which plan connection first" (the comparison's baseline). `sticky`: the
+        # gateway keeps a conversation on its last connection while its entry lists it
+        # (omniroute_client.sticky).
+        self.given_order = given_order
+        self.sticky = sticky
+        self.last_connection: dict[int, tuple[Rung, str]] = {}
         self.observer = observer
         self.policy = policy
         self.timing = timing
@@ -240,6 +253,7 @@ class _Run:
             crossed = provider.roll(now)
             if not crossed or not provider.connection.is_plan:
                 continue
+            self.tally.expired_unused += provider.expired_share_of_longest
             # Only a plan back above the re-entry floor in every window counts: one left
             # inside the hysteresis band (say a weekly window at 4 %) is not back.
             if provider.is_above(floor):
@@ -313,7 +327,7 @@ class _Run:
             attempts = [
                 (entry.provider, entry.model, entry.rung, cid)
                 for entry in decision.candidates
-                for cid in entry.connection_ids
+                for cid in self._connection_order(entry, route, request)
             ]
         tried: set[str] = set()
         for provider, model, rung, cid in attempts:
@@ -324,6 +338,21 @@ class _Run:
                 return
         self.tally.refused += 1
         self.tally.outcomes.append(Outcome(now, None, None, _ZERO))
+
+    def _connection_order(
+        self, entry: core.DecidedCandidate, route: _Route, request: Request
+    ) -> tuple[str, ...]:
+        """An entry's connections in the order the gateway tries them."""
+        ids = entry.connection_ids
+        if self.given_order and len(ids) > 1:
+            given = next(c.connection_ids for c in route.candidates if c.id == entry.id)
+            ids = tuple(cid for cid in given if cid in ids)
+        last = (
+            None if request.conversation is None else self.last_connection.get(request.conversation)
+        )
+        if self.sticky and last is not None and last[0] == entry.rung and last[1] in ids:
+            ids = (last[1], *(cid for cid in ids if cid != last[1]))
+        return ids
 
     def _cheapest_order(self, route: _Route, request: Request) -> list[tuple[str, str, Rung, str]]:
         now = request.at
@@ -428,6 +457,13 @@ class _Run:
         if self.connections[cid].is_plan:
             for pending in self.pending.pop(cid, ()):
                 tally.lags.append(_lag(pending))
+        conversation = request.conversation
+        if conversation is not None:
+            last = self.last_connection.get(conversation)
+            if last is not None:
+                tally.turns += 1
+                tally.switches += last[1] != cid
+            self.last_connection[conversation] = (rung, cid)
         previous = self.last_rung.get(request.selection)
         if previous is not None and previous != rung:
             tally.flips += 1
@@ -452,6 +488,9 @@ class _Run:
             rung_flips=tally.flips,
             paid_seconds_after_resets=tuple(tally.lags),
             served_by_rung=tuple(tally.by_rung),
+            plan_windows_expired_unused=tally.expired_unused,
+            conversation_turns=tally.turns,
+            conversation_switches=tally.switches,
         )
 
 
@@ -473,10 +512,18 @@ def simulate(
     timing: Timing | None = None,
     on_progress: ProgressCallback | None = None,
     observer: Observer | None = None,
+    *,
+    given_order: bool = False,
+    sticky: bool = False,
 ) -> PolicyResult:
     """Replay the trace under one policy on a simulated clock; `on_progress(policy, day,
-    days)` is called as each simulated day starts, `observer` hears every step."""
-    run = _Run(world, policy, timing or Timing(), trace, observer)
+    days)` is called as each simulated day starts, `observer` hears every step.
+    `given_order`: plan connections in each allowlist's own order (the baseline before
+    the order of preference); `sticky`: the gateway keeps conversations on their last
+    connection while allowed."""
+    run = _Run(
+        world, policy, timing or Timing(), trace, observer, given_order=given_order, sticky=sticky
+    )
     days = max(1, math.ceil((trace.end - trace.start) / timedelta(days=1)))
     next_day = 0
     day = timedelta(days=1)

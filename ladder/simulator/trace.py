@@ -55,6 +55,9 @@ class Request:
     selection: Selection
     input_tokens: int
     output_tokens: int
+    # The conversation the request is a turn of (None: not known), for stickiness and
+    # switches per conversation.
+    conversation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from ladder.services.loading import registered_candidates
 from ladder.simulator.report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
 from ladder.simulator.results import Policy
 from ladder.simulator.run import simulate_all
+from ladder.simulator.staggered import compare, format_comparison
 from ladder.simulator.trace import (
     Trace,
     TraceError,
@@ -82,6 +83,14 @@ class Command(BaseCommand):
             help="synthetic trace start (ISO 8601, UTC if no offset)",
         )
         parser.add_argument(
+            "--staggered",
+            action="store_true",
+            help="replay the shipped staggered-reset scenario instead (three plan seats "
+            "resetting on different days, its own world and trace): the allowlist's order "
+            "against soonest reset first, with and without conversation keys; prints the "
+            "comparison and writes nothing",
+        )
+        parser.add_argument(
             "--out",
             type=Path,
             default=None,
@@ -90,6 +99,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
+        if options["staggered"]:
+            self.stdout.write(
+                "Staggered resets: three plan seats (weekly windows resetting Saturday, "
+                "Thursday, Tuesday, listed in that order) and a metered key, 4 weeks of "
+                "conversations (seed 36), auto/thrifty."
+            )
+            self.stdout.write(format_comparison(compare()))
+            self.stdout.write(f"Simulated in {time.perf_counter() - started:.1f} s.")
+            return
         candidates = registered_candidates()
         if not candidates:
             raise CommandError(

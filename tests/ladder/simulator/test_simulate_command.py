@@ -130,3 +130,31 @@ def test_simulate_refuses_a_bad_simulated_config(var_dir: Path) -> None:
     # when simulated, then the connection and the problem are named
     with pytest.raises(CommandError, match="plan-1: the simulated config has unknown keys"):
         _run("--days", "1")
+
+
+def test_simulate_staggered_prints_the_comparison_and_writes_nothing(
+    var_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from ladder.management.commands import simulate as command
+    from ladder.simulator import staggered
+
+    # One week of the scenario's traffic, so the command's own path stays quick here (the
+    # full four weeks are pinned in test_staggered.py).
+    week = staggered.staggered_trace(weeks=1)
+    monkeypatch.setattr(command, "compare", lambda: staggered.compare(trace=week))
+
+    output = _run("--staggered")
+
+    lines = output.splitlines()
+    assert lines[0].startswith("Staggered resets: three plan seats")
+    assert [line.split("  ")[0] for line in lines[3:7]] == [
+        "allowlist order, no keys",
+        "soonest reset first, no keys",
+        "allowlist order, keys",
+        "soonest reset first, keys",
+    ]
+    assert lines[7].startswith("soonest reset first leaves ")
+    assert not var_dir.exists()
+    assert week.end - week.start == timedelta(days=7)
