@@ -31,8 +31,14 @@ class FakeUpstream:
         capacity: int = 1_000_000,
         window_seconds: int = 3600,
         clock: Callable[[], float] = time.time,
+        fixed_reset: float | None = None,
     ) -> None:
         assert shape in ("anthropic", "openai")
+        # A window that resets at this instant (epoch seconds) instead of on the grid:
+        # plan seats whose weekly windows reset on different days.
+        self.fixed_reset = fixed_reset
+        # The prompt cache: the conversation (`x-test-conversation`) of each request served.
+        self.conversations: list[str | None] = []
         self.shape = shape
         self.capacity = capacity
         self.window_seconds = window_seconds
@@ -55,6 +61,9 @@ class FakeUpstream:
                 length = int(self.headers.get("Content-Length") or 0)
                 request = json.loads(self.rfile.read(length) or b"{}")
                 status, headers, body = upstream.answer(request)
+                if status == 200:
+                    with upstream.lock:
+                        upstream.conversations.append(self.headers.get("x-test-conversation"))
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 for name, value in {**headers, "Content-Type": "application/json"}.items():
@@ -93,6 +102,8 @@ class FakeUpstream:
         return self.base_url + USAGE_PATH
 
     def reset_at(self, now: float) -> int:
+        if self.fixed_reset is not None:
+            return math.ceil(self.fixed_reset)
         return (math.floor(now / self.window_seconds) + 1) * self.window_seconds
 
     def _roll(self, now: float) -> None:
@@ -115,6 +126,7 @@ class FakeUpstream:
         with self.lock:
             self.window, self.used, self.served, self.refused = -1, 0, [], 0
             self.usage_polls = []
+            self.conversations = []
 
     def answer(self, request: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self.lock:
