@@ -67,7 +67,11 @@ class Connection(models.Model):
     connection_id = models.CharField(
         max_length=128, unique=True, validators=[connection_id_validator]
     )
+    # The provider id it resolves to through the provider aliases (what every lookup
+    # uses), and the name it was registered under (trimmed, lower-cased): an alias write
+    # resolves the registered names again (billing.services.aliases, docs/GATEWAYS.md).
     provider = models.CharField(max_length=64)
+    registered_provider = models.CharField(max_length=64, blank=True, default="")
     auth_type = models.CharField(max_length=64, help_text="`none` is the keyless no-auth path.")
     label = models.CharField(max_length=200, blank=True, default="")
     is_active = models.BooleanField(default=True)
@@ -224,6 +228,8 @@ class Candidate(models.Model):
     """A registered (provider, model) candidate of the gateway's pool, ranked by priority."""
 
     provider = models.CharField(max_length=64)
+    # The name it was registered under (see Connection.registered_provider).
+    registered_provider = models.CharField(max_length=64, blank=True, default="")
     model = models.CharField(max_length=200)
     categories = models.JSONField(default=list, blank=True)
     priority = models.IntegerField(default=0)

@@ -138,6 +138,9 @@ class ConnectionIn(WriteSchema):
 class ConnectionOut(Schema):
     connection_id: str
     provider: str
+    # The name it was registered under; `provider` is what that resolves to through the
+    # provider aliases now (an alias write resolves it again).
+    registered_provider: str
     auth_type: str
     label: str
     active: bool
@@ -147,6 +150,10 @@ class ConnectionOut(Schema):
     @staticmethod
     def resolve_active(connection: Any) -> bool:
         return bool(connection.is_active)
+
+    @staticmethod
+    def resolve_registered_provider(connection: Any) -> str:
+        return str(connection.registered_provider or connection.provider)
 
 
 class WindowSchema(Schema):
@@ -353,6 +360,7 @@ class CandidateIn(WriteSchema):
 class CandidateOut(Schema):
     id: int
     provider: str
+    registered_provider: str
     model: str
     categories: list[str]
     priority: int
@@ -367,6 +375,10 @@ class CandidateOut(Schema):
     @staticmethod
     def resolve_categories(candidate: Any) -> list[str]:
         return list(candidate.categories or [])
+
+    @staticmethod
+    def resolve_registered_provider(candidate: Any) -> str:
+        return str(getattr(candidate, "registered_provider", "") or candidate.provider)
 
 
 class PlainWriteModel(BaseModel):

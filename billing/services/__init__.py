@@ -12,6 +12,7 @@ from billing.services.aliases import (
     load_aliases,
     provider_id,
     put_alias,
+    resolve_for_write,
 )
 from billing.services.audit import (
     catalog_snapshot,
@@ -93,6 +94,7 @@ __all__ = [
     "provider_id",
     "put_alias",
     "record_audit",
+    "resolve_for_write",
     "tier_expression",
     "update_catalog_entry",
     "upsert_price",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from billing.bounds import text_problem
 from billing.classify import normalise_provider
@@ -42,6 +42,32 @@ def provider_id(provider: str) -> str:
     """A provider id normalised with the stored aliases (one query). The hot paths use
     their cached snapshot's catalog instead (`Catalog.provider_id`, no query)."""
     return normalise_provider(provider, load_aliases())
+
+
+def resolve_for_write(name: str) -> str:
+    """Inside the caller's transaction, which then writes a row registered under `name`
+    (trimmed, lower-cased): the provider id it resolves to now. On PostgreSQL the
+    `config` counter is read with a share lock first, so no alias write (each moves it)
+    commits between this lookup and the caller's commit: either the row sees the alias
+    write, or the alias write, waiting for the lock, sees the row and resolves it again
+    (`_resolve_registrations`). Two queries."""
+    if connection.vendor == "postgresql":
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {quote(ChangeCounter._meta.db_table)} "
+                f"WHERE {quote('name')} = %s FOR SHARE",
+                [ChangeCounter.CONFIG],
+            )
+    return normalise_provider(name, load_aliases())
+
+
+def _resolve_registrations(alias: str, actor: str) -> int:
+    """After an alias write, in its transaction: the connections and candidates
+    registered under `alias` resolve it again (ladder.services.registry)."""
+    from ladder.services.registry import resolve_registered_providers
+
+    return resolve_registered_providers(alias, load_aliases(), actor=actor)
 
 
 def _snapshot(row: ProviderAlias) -> dict[str, str]:
@@ -111,6 +137,7 @@ def put_alias(data: AliasInput, *, actor: str) -> tuple[ProviderAlias, bool]:
         except IntegrityError as error:  # created concurrently
             raise Conflict(f"The alias {data.alias!r} was just written; retry.") from error
         bump(ChangeCounter.CONFIG)
+        _resolve_registrations(row.alias, actor)
         record_audit(
             target_type="provider_alias",
             target_id=row.alias,
@@ -135,6 +162,7 @@ def delete_alias(alias: str, *, actor: str) -> None:
         before = _snapshot(row)
         row.delete()
         bump(ChangeCounter.CONFIG)
+        _resolve_registrations(name, actor)
         record_audit(
             target_type="provider_alias",
             target_id=name,

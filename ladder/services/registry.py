@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from billing import services as billing_services
-from billing.classify import normalise_auth_type
+from billing.classify import normalise_auth_type, normalise_provider
 from billing.models import ChangeCounter
 from ladder import core
 from ladder.crypto import encrypt_credential
@@ -38,6 +38,7 @@ def connection_snapshot(connection: Connection) -> dict[str, object]:
     credential (nor its ciphertext)."""
     return {
         "provider": connection.provider,
+        "registered_provider": connection.registered_provider,
         "auth_type": connection.auth_type,
         "label": connection.label,
         "active": connection.is_active,
@@ -85,11 +86,13 @@ def upsert_connection(
     the same transaction (the credential as "stored", "replaced" or "none", never its
     value)."""
     refuse_bad_ids("connection_id", [connection_id])
-    provider = billing_services.provider_id(data.provider)
+    registered = normalise_provider(data.provider, {})
     ciphertext = None
     if data.credential:
         ciphertext = encrypt_credential(data.credential)
     with transaction.atomic():
+        # First (the lock order of alias writes: the config counter, then the rows).
+        provider = billing_services.resolve_for_write(registered)
         connection = (
             Connection.objects.select_for_update().filter(connection_id=connection_id).first()
         )
@@ -102,6 +105,7 @@ def upsert_connection(
         if connection is None:
             connection = Connection(connection_id=connection_id)
         connection.provider = provider
+        connection.registered_provider = registered
         connection.auth_type = normalise_auth_type(data.auth_type)
         connection.label = data.label
         connection.is_active = data.active
@@ -211,8 +215,9 @@ def save_candidate(
     refuse_bad_ids("allowed_connection_ids", data.allowed_connection_ids or ())
     if data.ref is not None and len(data.ref) > REF_MAX_LENGTH:
         raise ValidationError({"ref": [f"At most {REF_MAX_LENGTH} characters."]})
-    provider = billing_services.provider_id(data.provider)
+    registered = normalise_provider(data.provider, {})
     with transaction.atomic():
+        provider = billing_services.resolve_for_write(registered)
         if candidate_id is None:
             candidate = Candidate()
         else:
@@ -222,6 +227,7 @@ def save_candidate(
             candidate = found
         before = candidate_snapshot(candidate) if candidate_id is not None else None
         candidate.provider = provider
+        candidate.registered_provider = registered
         candidate.model = data.model
         candidate.categories = list(dict.fromkeys(data.categories))
         candidate.priority = data.priority
@@ -254,3 +260,47 @@ def delete_candidate(candidate_id: int, *, actor: str = SYSTEM_ACTOR) -> bool:
         found.delete()
         _changed("candidate", candidate_id, "delete", actor, before, None)
     return True
+
+
+def resolve_registered_providers(alias: str, aliases: dict[str, str], *, actor: str) -> int:
+    """Inside an alias write's transaction (billing.services.aliases), `aliases` being the
+    map after it: every connection and candidate registered under the name `alias`
+    resolves it again, as a registration made now would, each change audited with the
+    alias write's actor; `state` moves once when any row changed (a connection's billing
+    is cached per `state`). The number of rows that changed."""
+    provider = normalise_provider(alias, aliases)
+    changed = 0
+    connections = Connection.objects.select_for_update().filter(registered_provider=alias)
+    for connection in connections.exclude(provider=provider).order_by("pk"):
+        before = connection_snapshot(connection)
+        connection.provider = provider
+        connection.save(update_fields=["provider", "updated_at"])
+        billing_services.record_audit(
+            target_type="connection",
+            target_id=connection.connection_id,
+            action="update",
+            actor=actor,
+            before=before,
+            after=connection_snapshot(connection),
+        )
+        changed += 1
+    candidates = Candidate.objects.select_for_update().filter(registered_provider=alias)
+    for candidate in candidates.exclude(provider=provider).order_by("pk"):
+        before = candidate_snapshot(candidate)
+        candidate.provider = provider
+        candidate.save(update_fields=["provider"])
+        billing_services.record_audit(
+            target_type="candidate",
+            target_id=candidate.pk,
+            action="update",
+            actor=actor,
+            before=before,
+            after=candidate_snapshot(candidate),
+        )
+        changed += 1
+    if changed:
+        billing_services.bump(ChangeCounter.STATE)
+        logger.info(
+            "provider alias %s: %d registrations resolved again to %s", alias, changed, provider
+        )
+    return changed

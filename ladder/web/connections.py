@@ -256,7 +256,7 @@ ADD_INITIAL = {"active": True, "quota_source": "none"}
 def connection_initial(connection: Connection) -> dict[str, Any]:
     """The edit form's values: every field but the credential, which is never shown."""
     return {
-        "provider": connection.provider,
+        "provider": connection.registered_provider or connection.provider,
         "auth_type": connection.auth_type,
         "label": connection.label,
         "active": connection.is_active,

@@ -59,6 +59,7 @@ def test_put_connection_creates_it_with_the_defaults(gateway: str) -> None:
     assert response.json() == {
         "connection_id": "claude-max-1",
         "provider": "claude",
+        "registered_provider": "claude",
         "auth_type": "oauth",
         "label": "",
         "active": True,
@@ -88,6 +89,7 @@ def test_put_connection_replaces_the_fields_of_an_existing_one(gateway: str) -> 
     assert response.json() == {
         "connection_id": "claude-max-1",
         "provider": "claude",
+        "registered_provider": "claude",
         "auth_type": "oauth",
         "label": "Team Max plan",
         "active": False,
@@ -362,6 +364,7 @@ def test_list_connections_returns_each_ordered_by_id(gateway: str) -> None:
         {
             "connection_id": "claude-max-1",
             "provider": "claude",
+            "registered_provider": "claude",
             "auth_type": "oauth",
             "label": "",
             "active": True,
@@ -371,6 +374,7 @@ def test_list_connections_returns_each_ordered_by_id(gateway: str) -> None:
         {
             "connection_id": "z-key",
             "provider": "openai",
+            "registered_provider": "openai",
             "auth_type": "apikey",
             "label": "API key",
             "active": True,
@@ -389,6 +393,7 @@ def test_get_connection_returns_it(gateway: str) -> None:
     assert response.json() == {
         "connection_id": "free-1",
         "provider": "pollinations",
+        "registered_provider": "pollinations",
         "auth_type": "none",
         "label": "",
         "active": False,

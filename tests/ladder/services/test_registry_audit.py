@@ -30,6 +30,7 @@ def _rows(target_type: str) -> list[tuple[str, str, str, object, object]]:
 def _snapshot(**changed: object) -> dict[str, object]:
     return {
         "provider": "openai",
+        "registered_provider": "openai",
         "auth_type": "apikey",
         "label": "",
         "active": True,
