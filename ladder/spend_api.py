@@ -59,8 +59,9 @@ rel="next"` header (same filters); send it back as `cursor`. Filters: `since` (i
 
 `?format=csv`: every matching entry (no pages), streamed as `text/csv` with a header row \
 and the exact stored decimals (8 places), as an attachment named \
-`spend-<UTC time>.csv`. A text cell that starts with `=`, `+`, `-` or `@` gets a leading \
-`'` so no spreadsheet runs it."""
+`spend-<UTC time>.csv`. A text cell that starts with `=`, `+`, `-`, `@` or `|` (or a \
+full-width form of one), whitespace or an invisible format character gets a leading `'` \
+so no spreadsheet runs it."""
 
 
 @router.get(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -100,13 +101,21 @@ CSV_HEADER = (
     "list_price_usd",
 )
 
-# A cell a spreadsheet would run as a formula starts with one of these; such a cell is
-# written with a leading apostrophe (OWASP, "CSV injection"). Ids from a gateway only.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV
+# injection"; `|` for DDE, and their full-width forms, which some spreadsheets fold to
+# ASCII); such a cell is written with a leading apostrophe. So is one that starts with
+# any whitespace (a space, a newline, NBSP) or an invisible format character (a BOM, a
+# zero-width space): spreadsheets trim them and run what follows. Ids from a gateway only.
+_FORMULA_STARTS = frozenset("=+-@|\uff1d\uff0b\uff0d\uff20\uff5c")
 
 
 def _text(value: str) -> str:
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+    first = value[:1]
+    if first and (
+        first in _FORMULA_STARTS or first.isspace() or unicodedata.category(first) == "Cf"
+    ):
+        return "'" + value
+    return value
 
 
 def _money(value: Decimal) -> str:

@@ -219,3 +219,36 @@ def test_the_migration_backfills_billed_and_list_prices(ledger: list[SpendEntry]
         ("r4", Decimal("0.75"), Decimal("0.75")),
     ]
     assert services.spend_summary(now=NOW).saved_usd == Decimal("5.4")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "=1+1",
+        "+1",
+        "-1",
+        "@SUM(A1)",
+        "|calc",
+        "\t=1",
+        "\r=1",
+        " =1",
+        "\n=1",
+        "\u00a0=1",
+        "\ufeff=1",
+        "\u200b=1",
+        "\uff1d1+1",
+        "\uff0b1",
+        "\uff20SUM(A1)",
+    ],
+)
+def test_a_csv_cell_a_spreadsheet_could_run_as_a_formula_gets_an_apostrophe(value: str) -> None:
+    from ladder.services.spend_ledger import _text
+
+    assert _text(value) == "'" + value
+
+
+@pytest.mark.parametrize("value", ["r1", "openai", "gpt-4o-mini", "a=b", "x-1", ""])
+def test_a_plain_csv_cell_is_written_as_it_is(value: str) -> None:
+    from ladder.services.spend_ledger import _text
+
+    assert _text(value) == value
