@@ -79,12 +79,18 @@ _REVIEW: Final = 5
 class PriceBook:
     """An index over price rows answering price and tier questions in O(1)."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_models", "_rows")
 
     def __init__(self, rows: Iterable[PriceRow | PlainPriceRow]) -> None:
         self._rows: dict[tuple[str, str], PriceRow | PlainPriceRow] = {
             (row[0], row[1]): row for row in rows
         }
+        self._models = frozenset(model for _, model in self._rows if model != WILDCARD_MODEL)
+
+    @property
+    def model_names(self) -> frozenset[str]:
+        """Every model a price row names (the models the product can name)."""
+        return self._models
 
     def _row(self, provider: str, model: str) -> PriceRow | PlainPriceRow | None:
         return self._rows.get((provider, model)) or self._rows.get((provider, WILDCARD_MODEL))

@@ -22,6 +22,7 @@ from ladder.core import (
     is_reading_current,
 )
 from ladder.core.change_version import VERSION_REGEX, format_version, parse_version
+from ladder.core.scopes import effective_overage
 from ladder.core.settings_bounds import TUNING_FIELDS
 from ladder.models import Candidate, Connection
 from ladder.schemas import (
@@ -103,6 +104,8 @@ def put_connection(
             active=payload.active,
             quota_source=payload.quota_source,
             credential=payload.credential,
+            exit_cutoff_percent=payload.exit_cutoff_percent,
+            reentry_min_remaining_percent=payload.reentry_min_remaining_percent,
         ),
         actor=actor_of(request),
     )
@@ -140,6 +143,7 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
     verdict = load_catalog().classify(connection.provider, connection.auth_type)
     reading = connection.current_reading
     core_reading = services.reading_of(reading)
+    evidence = services.evidence_of(connection.overage_evidence)
     rung = connection_rung(verdict)
     return {
         "connection_id": connection.connection_id,
@@ -151,6 +155,8 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
             "overage": verdict.overage.value,
             "reason": verdict.reason,
             "catalog_entry_id": verdict.catalog_entry_id,
+            "effective_overage": effective_overage(verdict, evidence).value,
+            "evidence": evidence,
         },
         "rung": rung.label if rung is not None else None,
         "reading": reading,
@@ -161,6 +167,7 @@ def status_out(connection: Connection, *, now: Any = None) -> dict[str, Any]:
             "since": connection.hysteresis_since,
             "reason": connection.hysteresis_reason,
         },
+        "scoped": services.scoped_status(connection, now),
         "cooldown_until": connection.cooldown_until
         if connection.cooldown_until and connection.cooldown_until > now
         else None,
@@ -211,10 +218,12 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
         reset_at=payload.reset_at,
         checked_at=payload.checked_at,
         windows=tuple(
-            WindowReading(w.name, w.remaining_percent, w.reset_at) for w in payload.windows
+            WindowReading(w.name, w.remaining_percent, w.reset_at, w.model_scope)
+            for w in payload.windows
         )
         if payload.windows is not None
         else None,
+        evidence=services.pushed_evidence(payload.overage_evidence),
     )
     stored = services.store_reading(connection_id, data)
     return Status(201, stored.reading)
@@ -235,6 +244,7 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
         retry_after_seconds=payload.retry_after_seconds,
         reset_at=payload.reset_at,
         headers=payload.headers,
+        model=payload.model,
     )
     metrics.EVENTS.labels(kind=payload.kind).inc()
     return result

@@ -37,6 +37,7 @@ def apply_entry(entry: Any, snapshot: services.Snapshot) -> Any:
             reset_at=event.reset_at,
             headers=event.headers,
             snapshot=snapshot,
+            model=event.model,
         )
     except services.NotFound as error:
         return {"error": str(error)}

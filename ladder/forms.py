@@ -20,6 +20,7 @@ from ladder.core.webhooks import MAX_URL_LENGTH
 from ladder.models import ApiToken, LadderSettings, Webhook, validate_connection_id
 from ladder.schemas import QUOTA_SOURCES
 from ladder.services import CandidateInput, ConnectionInput, validate_settings
+from ladder.services.registry import reserve_problems
 from ladder.services.webhooks import NAME_MAX_LENGTH as NAME_MAX_LENGTH_WEBHOOK
 from ladder.services.webhooks import SECRET_MAX_LENGTH, SECRET_MIN_LENGTH, WebhookInput
 
@@ -133,10 +134,41 @@ class ConnectionFieldsForm(forms.Form):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
     )
     credential_help = "Encrypted at rest and write-only: never shown again, not even here."
+    exit_cutoff_percent = forms.FloatField(
+        label="Own exit cutoff (%)",
+        required=False,
+        **_limits("exit_cutoff_percent"),
+        help_text="This connection's own reserve: it leaves the plan rungs at or below this "
+        "much left. Empty: the settings' exit cutoff applies.",
+    )
+    reentry_min_remaining_percent = forms.FloatField(
+        label="Own re-entry floor (%)",
+        required=False,
+        **_limits("reentry_min_remaining_percent"),
+        help_text="Once out, it comes back only above this much left; not below its exit "
+        "cutoff. Empty: the settings' re-entry floor applies.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["credential"].help_text = self.credential_help
+
+    def clean(self) -> dict[str, object] | None:
+        cleaned = super().clean()
+        names = ("exit_cutoff_percent", "reentry_min_remaining_percent")
+        if all(name in self.cleaned_data for name in names):
+            problems = reserve_problems(
+                ConnectionInput(
+                    provider="",
+                    auth_type="",
+                    exit_cutoff_percent=self.cleaned_data[names[0]],
+                    reentry_min_remaining_percent=self.cleaned_data[names[1]],
+                )
+            )
+            for name, messages in problems.items():
+                for message in messages:
+                    self.add_error(name, message)
+        return cleaned
 
     def credential_change(self) -> str | None:
         """The service's credential: None keeps the stored one, "" clears it."""
@@ -152,6 +184,8 @@ class ConnectionFieldsForm(forms.Form):
             active=data["active"],
             quota_source=data["quota_source"],
             credential=self.credential_change(),
+            exit_cutoff_percent=data.get("exit_cutoff_percent"),
+            reentry_min_remaining_percent=data.get("reentry_min_remaining_percent"),
         )
 
 

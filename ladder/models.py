@@ -94,6 +94,20 @@ class Connection(models.Model):
     poll_not_before = models.DateTimeField(null=True, blank=True)
     # A short lease: exactly one refresh of this connection polls upstream at a time.
     refresh_lease_until = models.DateTimeField(null=True, blank=True)
+    # The newest billing evidence from the wire ({"says", "source", "seen_at", "detail"};
+    # null: none seen). spec/ladder.md, "Billing evidence from the wire".
+    overage_evidence = models.JSONField(null=True, blank=True)
+    # Per model scope: the scope's binding window, hysteresis and cooldown
+    # ({scope: {"remaining", "reset_at", "state", "since", "reason", "cooldown_until"}}),
+    # written with the reading and the events. spec/ladder.md, "Windows scoped to a model".
+    scoped_state = models.JSONField(default=dict, blank=True)
+    # This connection's own reserve (null: the settings'). "A reserve per connection".
+    exit_cutoff_percent = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)]
+    )
+    reentry_min_remaining_percent = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(100.0)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -115,6 +115,12 @@ class ConnectionIn(WriteSchema):
             description='Write-only: never returned, never logged. Omit to keep; "" clears.',
         )
     )
+    exit_cutoff_percent: Percent | None = Field(
+        default=None, description="This connection's own exit cutoff (null: the settings')."
+    )
+    reentry_min_remaining_percent: Percent | None = Field(
+        default=None, description="This connection's own re-entry floor (null: the settings')."
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -146,6 +152,8 @@ class ConnectionOut(Schema):
     active: bool
     quota_source: str
     has_credential: bool
+    exit_cutoff_percent: float | None
+    reentry_min_remaining_percent: float | None
 
     @staticmethod
     def resolve_active(connection: Any) -> bool:
@@ -162,6 +170,7 @@ class WindowSchema(Schema):
     name: NameStr
     remaining_percent: Percent | None = None
     reset_at: UtcDatetime | None = None
+    model_scope: NameStr | None = Field(default=None, description="null: binds every model.")
 
 
 class ReadingIn(WriteSchema):
@@ -170,6 +179,10 @@ class ReadingIn(WriteSchema):
     reset_at: UtcDatetime | None = None
     checked_at: UtcDatetime | None = None
     windows: Annotated[list[WindowSchema], Field(max_length=32)] | None = None
+    overage_evidence: Literal["can_meter", "hard_stop"] | None = Field(
+        default=None,
+        description="What the gateway saw of this account's billing past its limit.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -201,11 +214,20 @@ class ReadingOut(Schema):
         return list(reading.windows or [])
 
 
+class EvidenceOut(Schema):
+    says: Literal["can_meter", "hard_stop"]
+    source: str
+    seen_at: datetime | None
+    detail: str
+
+
 class BillingOut(Schema):
     billing: str
     overage: str
     reason: str
     catalog_entry_id: int | None
+    effective_overage: str
+    evidence: EvidenceOut | None
 
 
 class HysteresisOut(Schema):
@@ -224,6 +246,14 @@ class ForecastOut(Schema):
     sentence: str
 
 
+class ScopedOut(Schema):
+    model_scope: str
+    remaining_percent: float | None
+    reset_at: datetime | None
+    hysteresis: HysteresisOut
+    cooldown_until: datetime | None
+
+
 class StatusOut(Schema):
     connection_id: str
     provider: str
@@ -234,6 +264,7 @@ class StatusOut(Schema):
     reading: ReadingOut | None
     reading_current: bool
     hysteresis: HysteresisOut
+    scoped: list[ScopedOut]
     forecast: ForecastOut | None
     cooldown_until: datetime | None
     consecutive_failures: int
@@ -253,6 +284,11 @@ class EventIn(WriteSchema):
         Annotated[float, Field(strict=True, ge=0, le=31_536_000, allow_inf_nan=False)] | None
     ) = None
     reset_at: UtcDatetime | None = None
+    model: ModelStr | None = Field(
+        default=None,
+        description="The model the request asked for: scopes what the headers say about "
+        "one model, and the cooldown of a model-scoped rejection.",
+    )
     headers: (
         Annotated[
             dict[

@@ -20,6 +20,14 @@ from ladder.core.budgets import budget_cause
 from ladder.core.preference import PlanOrder, PreferenceKey
 from ladder.core.prose import catalog_entry_text, duration_text, instant_text
 from ladder.core.quota import quota_cause_within, refresh_expected_at
+from ladder.core.scopes import (
+    connection_config,
+    effective_overage,
+    evidence_text,
+    model_scope_cause,
+    plan_can_meter,
+    with_reserve_named,
+)
 from ladder.core.types import (
     NEVER_READ,
     UNVERIFIED_QUOTA_REASONS,
@@ -50,6 +58,7 @@ _PLAN: Final = Billing.SUBSCRIPTION
 _KEYLESS: Final = Billing.KEYLESS
 _RUNG_PLAN: Final = Rung.SUBSCRIPTION
 _RUNG_KEYLESS: Final = Rung.KEYLESS
+_RUNG_FREE: Final = Rung.FREE
 _SUBSCRIPTION: Final = Grouping.SUBSCRIPTION
 _THRIFTY: Final = Grouping.THRIFTY
 _PREMIUM_TIER: Final = Tier.PREMIUM
@@ -120,8 +129,18 @@ def subscription_billing_cause(view: ConnectionView) -> Cause | None:
     verdict = view.billing
     billing = verdict.billing
     if billing == Billing.SUBSCRIPTION:
-        if verdict.overage == Overage.HARD_STOP:
+        overage = effective_overage(verdict, view.evidence)
+        if overage == Overage.HARD_STOP:
             return None
+        evidence = view.evidence
+        if overage != verdict.overage and evidence is not None:
+            # Live evidence overrides a hard-stop catalog entry (one-sided: never safer).
+            return Cause(
+                Reason.OVERAGE_NOT_HARD_STOP,
+                f"Live evidence says it can bill past the plan: {evidence_text(evidence)}; "
+                f"the catalog says {verdict.overage} ({catalog_entry_text(verdict)})",
+                None,
+            )
         # Unknown overage counts as meters-to-paid: past the plan it could bill.
         return Cause(
             Reason.OVERAGE_NOT_HARD_STOP,
@@ -185,13 +204,21 @@ def grouping_quota_cause(
 ) -> Cause | None:
     """What keeps the connection off the quota-gated rungs (0-2) in this grouping;
     None when its quota passes there."""
-    quota = quota_cause_within(view.reading, view.hysteresis, config, now, max_age)
-    if quota is not None and grouping == _THRIFTY and quota.reason in UNVERIFIED_QUOTA_REASONS:
+    quota = quota_cause_within(
+        view.reading, view.hysteresis, connection_config(view, config), now, max_age
+    )
+    if (
+        quota is not None
+        and grouping == _THRIFTY
+        and quota.reason in UNVERIFIED_QUOTA_REASONS
+        and not plan_can_meter(view)
+    ):
         # Thrifty fails open where subscription fails closed: trying a plan connection
         # with no usable reading costs nothing; refusing it would send the request to a
-        # paid rung on missing telemetry.
+        # paid rung on missing telemetry. Not so for a plan that can meter: past its
+        # limit it bills at the provider's price, outside every budget.
         return None
-    return quota
+    return with_reserve_named(quota, view)
 
 
 def unregistered_view(connection_id: str, provider: str) -> ConnectionView:
@@ -217,8 +244,12 @@ def decide(
     spend: Mapping[Rung, RungSpend],
     config: LadderConfig,
     now: datetime,
+    *,
+    known_models: frozenset[str] = frozenset(),
 ) -> Decision:
-    """The verified pool of an auto id now, ordered by rung, with every exclusion and why."""
+    """The verified pool of an auto id now, ordered by rung, with every exclusion and why.
+    `known_models`: the models the product can name (a window scoped to none of them
+    binds every model of its connection; none given: every scope binds every model)."""
     grouping = auto_id.grouping
     category = auto_id.category
     max_age = timedelta(seconds=config.max_state_age_seconds)
@@ -227,6 +258,8 @@ def decide(
         budget_cause(Rung.PREMIUM, spend.get(Rung.PREMIUM), config, now),
     )
     verdicts: dict[str, _Verdict] = {}
+    # The connections with windows scoped to a model: judged per (candidate, connection).
+    scoped_views: dict[str, ConnectionView] = {}
     buckets: tuple[list[DecidedCandidate], ...] = tuple([] for _ in Rung)
     excluded: list[Exclusion] = []
     next_change_at: datetime | None = None
@@ -249,6 +282,8 @@ def decide(
                 view = connections.get(connection_id) or unregistered_view(connection_id, provider)
                 verdict = _connection_verdict(view, grouping, budget_causes, config, now, max_age)
                 verdicts[connection_id] = verdict
+                if view.scoped:
+                    scoped_views[connection_id] = view
             rung, causes = verdict
             if rung is None:
                 if tier_rung is None:
@@ -256,6 +291,12 @@ def decide(
                     tier_rung = _RUNG_BY_TIER[tiers.get((provider, model), _PREMIUM_TIER)]
                 rung = tier_rung
             cause = causes[rung]
+            if cause is None and scoped_views and rung <= _RUNG_FREE:
+                scoped_view = scoped_views.get(connection_id)
+                if scoped_view is not None:
+                    cause = model_scope_cause(
+                        scoped_view, model, grouping, config, now, max_age, known_models
+                    )
             if cause is None:
                 passed = passing[rung]
                 if passed is None:
@@ -350,6 +391,12 @@ def inputs_valid_until(
     for view in connections:
         if view.cooldown_until is not None:
             instants.append(view.cooldown_until)
+        for scoped in view.scoped:
+            # A model scope's cooldown ending or its window resetting changes its models.
+            if scoped.cooldown_until is not None:
+                instants.append(scoped.cooldown_until)
+            if scoped.reading is not None and scoped.reading.reset_at is not None:
+                instants.append(scoped.reading.reset_at)
         reading = view.reading
         if reading is not None:
             # A reading exactly max_age old is still current: it changes just after.
@@ -357,7 +404,8 @@ def inputs_valid_until(
             if reading.reset_at is not None:
                 instants.append(reading.reset_at)
             # Not current: its exclusion's `next_change_at` moves at the next beat tick.
-            if refresh_ticks:
+            # (Thrifty excludes them too on a plan that can meter: trying it is not free.)
+            if refresh_ticks or plan_can_meter(view):
                 expected = refresh_expected_at(reading, config, now, max_age)
                 if expected is not None:
                     instants.append(expected)

@@ -12,6 +12,7 @@ a subject first seen unhealthy is notified, one first seen healthy is not):
     subscription        non_empty | empty_pending (empty, not yet for long enough) | empty
     plan:<connection>   in_play | dropped_out
     credential:<conn.>  ok | rejected
+    metering:<conn.>    hard_stop | can_meter (its newest billing evidence)
     budget:<rung>       0 | 50 | 80 | 100 (the highest threshold notified), scoped to one
                         budget window and one budget amount
     low:<connection>    ok | low (forecast to run out before its reset), scoped to one
@@ -44,6 +45,7 @@ class Kind(StrEnum):
     SUBSCRIPTION_EMPTY = "subscription_empty"
     SUBSCRIPTION_BACK = "subscription_back"
     PLAN_LOW = "plan_low"
+    STARTED_METERING = "started_metering"
     TEST = "test"
 
     @property
@@ -62,6 +64,7 @@ _TITLES: Final = {
     Kind.SUBSCRIPTION_EMPTY: "auto/subscription is empty",
     Kind.SUBSCRIPTION_BACK: "auto/subscription has usable connections again",
     Kind.PLAN_LOW: "Plan connection forecast to run out before its reset",
+    Kind.STARTED_METERING: "Plan connection can bill past its limit",
     Kind.TEST: "Test notification",
 }
 # The kinds the rules produce (a webhook may subscribe to these; TEST is always sent).
@@ -73,6 +76,8 @@ READINGS: Final = "readings"
 SUBSCRIPTION: Final = "subscription"
 PLAN_PREFIX: Final = "plan:"
 CREDENTIAL_PREFIX: Final = "credential:"
+METERING_PREFIX: Final = "metering:"
+CAN_METER, HARD_STOP = "can_meter", "hard_stop"
 BUDGET_PREFIX: Final = "budget:"
 LOW_PREFIX: Final = "low:"
 
@@ -132,6 +137,18 @@ class ForecastObservation:
 
 
 @dataclass(frozen=True, slots=True)
+class MeteringObservation:
+    """One active plan connection and whether its newest billing evidence says it can
+    bill past its limit, with that evidence."""
+
+    connection_id: str
+    can_meter: bool
+    detail: str
+    source: str
+    seen_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything the rules look at, observed at `now`."""
 
@@ -146,6 +163,7 @@ class Observation:
     rejected_credentials: Sequence[CredentialObservation] = ()
     budgets: Sequence[BudgetObservation] = ()
     forecasts: Sequence[ForecastObservation] = ()
+    metering: Sequence[MeteringObservation] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +239,7 @@ def evaluate(previous: Mapping[str, Notified], observed: Observation) -> Evaluat
     _subscription(run, observed)
     _plans(run, observed)
     _forecasts(run, observed)
+    _metering(run, observed)
     _credentials(run, observed)
     _budgets(run, observed)
     return Evaluation(tuple(run.transitions), dict(run.changes))
@@ -411,6 +430,37 @@ def _forecasts(run: _Run, observed: Observation) -> None:
                 "basis": seen.basis,
             },
             scope=reset_at.astimezone(UTC).isoformat(),
+        )
+
+
+def _metering(run: _Run, observed: Observation) -> None:
+    # Once per transition to "can meter"; newer "hard stop" evidence (or a connection no
+    # longer observed as metering) ends it quietly, so a later start is told again.
+    for seen in sorted(observed.metering, key=lambda m: m.connection_id):
+        subject = METERING_PREFIX + seen.connection_id
+        old = run.status(subject, HARD_STOP)
+        status = CAN_METER if seen.can_meter else HARD_STOP
+        if status == old.status:
+            continue
+        if not seen.can_meter:
+            run.quietly(subject, HARD_STOP)
+            continue
+        when = "" if seen.seen_at is None else f" at {_iso(seen.seen_at)}"
+        run.notify(
+            subject,
+            CAN_METER,
+            Kind.STARTED_METERING,
+            seen.seen_at or observed.now,
+            f"Plan connection {seen.connection_id} can bill past its limit: {seen.detail} "
+            f"(seen via {seen.source}{when}). It is out of auto/subscription, and "
+            "auto/thrifty uses it only while a current reading shows headroom.",
+            {
+                "connection_id": seen.connection_id,
+                "evidence": seen.detail,
+                "source": seen.source,
+                "seen_at": _iso(seen.seen_at),
+            },
+            since=seen.seen_at,
         )
 
 

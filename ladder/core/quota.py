@@ -52,10 +52,14 @@ def _resets_later(candidate: datetime | None, current: datetime | None) -> bool:
 
 
 def binding_reading(windows: Iterable[W]) -> W | None:
-    """Return the binding window (lowest remaining; ties: later reset), or None."""
+    """Return the binding window of the whole connection (lowest remaining; ties: later
+    reset) among the unscoped windows, or None. A window scoped to a model binds only
+    that model's candidates (ladder/core/scopes.py), never the connection's reading."""
     binding: W | None = None
     binding_remaining = 0.0
     for window in windows:
+        if getattr(window, "model_scope", None) is not None:
+            continue
         remaining = window.remaining_percent
         if remaining is None:
             continue

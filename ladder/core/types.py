@@ -265,8 +265,23 @@ NEVER_READ: Final = Hysteresis(HysteresisState.IN_PLAY, None, "never read")
 
 
 @dataclass(frozen=True, slots=True)
+class ScopedQuota:
+    """One model scope of a connection: its binding window as a reading (checked with the
+    connection's reading), its own hysteresis and its own cooldown."""
+
+    model_scope: str
+    reading: Reading | None
+    hysteresis: Hysteresis
+    cooldown_until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionView:
-    """Everything the ladder needs to know about one connection."""
+    """Everything the ladder needs to know about one connection.
+
+    `evidence`: the newest billing evidence from the wire; `scoped`: the connection's
+    model scopes; `exit_cutoff_percent` / `reentry_min_remaining_percent`: its own
+    reserve (None: the settings')."""
 
     connection_id: str
     provider: str
@@ -276,6 +291,10 @@ class ConnectionView:
     cooldown_until: datetime | None
     reading: Reading | None
     hysteresis: Hysteresis
+    evidence: OverageEvidence | None = None
+    scoped: tuple[ScopedQuota, ...] = ()
+    exit_cutoff_percent: float | None = None
+    reentry_min_remaining_percent: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

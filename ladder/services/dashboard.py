@@ -44,7 +44,16 @@ def decide_published(*, now: datetime | None = None) -> list[Decision]:
     tiers = tiers_of(candidates, inputs.prices, inputs.config)
     views = load_views(referenced_connections(candidates), inputs.catalog)
     return [
-        core.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+        core.decide(
+            auto_id,
+            candidates,
+            views,
+            tiers,
+            inputs.spend,
+            inputs.config,
+            now,
+            known_models=inputs.prices.model_names,
+        )
         for auto_id in published_auto_ids(candidates)
     ]
 

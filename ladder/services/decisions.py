@@ -238,7 +238,16 @@ def _compute(
     # Without a budget no paid rung is gated: the spend query is skipped.
     spend = spend_in_window(config, now) if has_budget else {}
     tiers = tiers_of(candidates, snapshot.prices, config)
-    decision = core.decide(auto_id, candidates, views, tiers, spend, config, now)
+    decision = core.decide(
+        auto_id,
+        candidates,
+        views,
+        tiers,
+        spend,
+        config,
+        now,
+        known_models=snapshot.prices.model_names,
+    )
     if key[1] == "registered" and settings.POOL_TIMELINE_RECORDING:
         # The pool timeline: no query unless the membership differs from the one this
         # process last saw recorded (ladder.services.timeline).

@@ -3,7 +3,7 @@ reading a `quota_exhausted` event or rate-limit headers imply."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import transaction
@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from ladder import core
 from ladder.core import EventKind, QuotaStatus
+from ladder.core.types import OverageEvidence
 from ladder.models import Connection
 from ladder.quota.headers import parse_rate_limit_headers
+from ladder.services import evidence as evidence_services
 from ladder.services.common import NotFound, known_id
 from ladder.services.decisions import Snapshot
 from ladder.services.loading import view_of
@@ -46,6 +48,7 @@ def apply_event(
     now: datetime | None = None,
     snapshot: Snapshot | None = None,
     settle: bool = True,
+    model: str | None = None,
 ) -> EventResult:
     """Write the cooldown a gateway event implies (replacing any in force), clamped to
     the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading, and
@@ -56,23 +59,33 @@ def apply_event(
     now = now or timezone.now()
     event = core.event_kind(kind)  # ValueError naming the known kinds, before any query
     implied_reading: ReadingInput | None = None
+    # Model scopes and billing evidence (ladder/services/evidence.py): a rejection of a
+    # model-scoped limit only cools (connection, that scope); evidence is kept if newest.
+    scope: str | None = None
+    evidence: OverageEvidence | None = None
     if headers:
-        info = parse_rate_limit_headers(headers, now)
+        info = parse_rate_limit_headers(headers, now, model)
+        scope = info.scoped_exhaustion
+        if info.evidence is not None:
+            evidence = replace(info.evidence, source="headers", seen_at=now)
         if retry_after_seconds is None:
             retry_after_seconds = info.retry_after_seconds
         if reset_at is None:
             reset_at = info.reset_at
         # Headers that carry no percentage and no exhaustion (a bare reset time) say
         # nothing about quota: storing them would replace a good reading with UNKNOWN.
-        if info.is_exhausted or any(w.remaining_percent is not None for w in info.windows):
+        # (Nor does a rejection of a model-scoped limit alone: it cools that scope.)
+        if (info.is_exhausted and scope is None) or any(
+            w.remaining_percent is not None and w.model_scope is None for w in info.windows
+        ):
             implied_reading = ReadingInput(
-                status=QuotaStatus.EXHAUSTED.value if info.is_exhausted else None,
+                status=QuotaStatus.EXHAUSTED.value if info.is_exhausted and scope is None else None,
                 windows=info.windows,
                 reset_at=info.reset_at,
                 checked_at=now,
                 source="headers",
             )
-    if event is EventKind.QUOTA_EXHAUSTED:
+    if event is EventKind.QUOTA_EXHAUSTED and scope is None:
         implied_reading = ReadingInput(
             status=QuotaStatus.EXHAUSTED.value,
             remaining_percent=0.0,
@@ -86,6 +99,7 @@ def apply_event(
     if (
         event is EventKind.SUCCESS
         and implied_reading is None
+        and evidence is None
         and _has_nothing_to_clear(connection_id)
     ):
         # The common success: no failures, no cooldown, no quota headers. Nothing to
@@ -104,7 +118,11 @@ def apply_event(
             now=now,
         )
         changed: tuple[str, ...] = ()
-        if (connection.cooldown_until, connection.consecutive_failures) != (
+        if scope is not None and event is not EventKind.SUCCESS:
+            # Only a model-scoped limit rejected: that scope cools, the connection not.
+            if evidence_services.cool_scope(connection, scope, change.cooldown_until):
+                changed = ("scoped_state",)
+        elif (connection.cooldown_until, connection.consecutive_failures) != (
             change.cooldown_until,
             change.consecutive_failures,
         ):
@@ -115,6 +133,8 @@ def apply_event(
             write_reading(connection, implied_reading, snapshot.config, now, also_save=changed)
         elif changed:
             connection.save(update_fields=[*changed, "updated_at"])
+        if evidence is not None:
+            evidence_services.note_evidence(connection, evidence, snapshot.catalog, now)
         bumped = bump_if_it_can_change_a_pool(before, connection, snapshot, now)
     if settle:
         settle_config_race(snapshot, bumped)

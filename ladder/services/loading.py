@@ -23,6 +23,7 @@ from ladder.core import (
     Rung,
     RungSpend,
 )
+from ladder.core.types import OverageEvidence, OverageSays, ScopedQuota
 from ladder.models import Candidate, Connection, QuotaReading
 from ladder.services.common import PAID_RUNGS
 from ladder.services.config import load_config
@@ -50,8 +51,53 @@ def hysteresis_of(connection: Connection) -> Hysteresis:
     )
 
 
+def _instant(text: Any) -> datetime | None:
+    return datetime.fromisoformat(text) if isinstance(text, str) and text else None
+
+
+def evidence_of(data: Any) -> OverageEvidence | None:
+    """The core's view of a connection's stored billing evidence (None: none seen)."""
+    if not isinstance(data, dict) or data.get("says") not in (OverageSays.CAN_METER, "hard_stop"):
+        return None
+    return OverageEvidence(
+        says=OverageSays(data["says"]),
+        detail=str(data.get("detail", "")),
+        source=str(data.get("source", "")),
+        seen_at=_instant(data.get("seen_at")),
+    )
+
+
+def scoped_of(data: Any, checked_at: datetime | None) -> tuple[ScopedQuota, ...]:
+    """The core's view of a connection's stored model scopes, sorted by scope; a scope's
+    window is checked when the connection's reading was."""
+    if not data or not isinstance(data, dict):
+        return ()
+    scoped = []
+    for scope in sorted(data):
+        entry = data[scope]
+        reading = None
+        if entry.get("has_window") and checked_at is not None:
+            remaining = entry.get("remaining")
+            reading = Reading(
+                core.derive_status(remaining),
+                remaining,
+                _instant(entry.get("reset_at")),
+                checked_at,
+            )
+        hysteresis = Hysteresis(
+            HysteresisState(entry.get("state", HysteresisState.IN_PLAY)),
+            _instant(entry.get("since")),
+            str(entry.get("reason", "never read")),
+        )
+        scoped.append(
+            ScopedQuota(scope, reading, hysteresis, _instant(entry.get("cooldown_until")))
+        )
+    return tuple(scoped)
+
+
 def view_of(connection: Connection, catalog: Catalog) -> ConnectionView:
     """The core's view of one connection row (its current reading joined in, or loaded)."""
+    reading = reading_of(connection.current_reading)
     return ConnectionView(
         connection_id=connection.connection_id,
         provider=connection.provider,
@@ -59,8 +105,12 @@ def view_of(connection: Connection, catalog: Catalog) -> ConnectionView:
         billing=catalog.classify(connection.provider, connection.auth_type),
         is_active=connection.is_active,
         cooldown_until=connection.cooldown_until,
-        reading=reading_of(connection.current_reading),
+        reading=reading,
         hysteresis=hysteresis_of(connection),
+        evidence=evidence_of(connection.overage_evidence),
+        scoped=scoped_of(connection.scoped_state, reading.checked_at if reading else None),
+        exit_cutoff_percent=connection.exit_cutoff_percent,
+        reentry_min_remaining_percent=connection.reentry_min_remaining_percent,
     )
 
 
@@ -126,6 +176,10 @@ VIEW_FIELDS = (
     "current_reading__remaining_percent",
     "current_reading__reset_at",
     "current_reading__checked_at",
+    "overage_evidence",
+    "scoped_state",
+    "exit_cutoff_percent",
+    "reentry_min_remaining_percent",
 )
 
 
@@ -157,6 +211,10 @@ def views_of_rows(rows: Iterable[Sequence[Any]], catalog: Catalog) -> dict[str, 
         remaining,
         reset_at,
         checked_at,
+        evidence,
+        scoped,
+        exit_cutoff,
+        reentry_floor,
     ) in rows:
         verdict = verdicts.get((provider, auth_type))
         if verdict is None:
@@ -172,6 +230,10 @@ def views_of_rows(rows: Iterable[Sequence[Any]], catalog: Catalog) -> dict[str, 
             if checked_at is not None
             else None,
             hysteresis=Hysteresis(HysteresisState(state), since, reason),
+            evidence=evidence_of(evidence) if evidence else None,
+            scoped=scoped_of(scoped, checked_at) if scoped else (),
+            exit_cutoff_percent=exit_cutoff,
+            reentry_min_remaining_percent=reentry_floor,
         )
     return views
 

@@ -59,6 +59,7 @@ def observe(now: datetime) -> rules.Observation:
     catalog = billing_services.load_catalog()
     plans: list[rules.PlanObservation] = []
     rejected: list[rules.CredentialObservation] = []
+    metering: list[rules.MeteringObservation] = []
     for (
         connection_id,
         provider,
@@ -67,6 +68,7 @@ def observe(now: datetime) -> rules.Observation:
         since,
         why,
         quota_error,
+        stored_evidence,
     ) in Connection.objects.filter(is_active=True).values_list(
         "connection_id",
         "provider",
@@ -75,9 +77,21 @@ def observe(now: datetime) -> rules.Observation:
         "hysteresis_since",
         "hysteresis_reason",
         "quota_error",
+        "overage_evidence",
     ):
         if catalog.classify(provider, auth_type).billing is Billing.SUBSCRIPTION:
             plans.append(rules.PlanObservation(connection_id, state == "dropped_out", since, why))
+            evidence = services.evidence_of(stored_evidence)
+            if evidence is not None:
+                metering.append(
+                    rules.MeteringObservation(
+                        connection_id,
+                        evidence.says == "can_meter",
+                        evidence.detail,
+                        evidence.source,
+                        evidence.seen_at,
+                    )
+                )
         if quota_error:
             rejected.append(rules.CredentialObservation(connection_id, quota_error))
     budgets = [
@@ -121,6 +135,7 @@ def observe(now: datetime) -> rules.Observation:
         rejected_credentials=rejected,
         budgets=budgets,
         forecasts=forecasts,
+        metering=metering,
     )
 
 

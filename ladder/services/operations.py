@@ -60,7 +60,16 @@ def operations_state(*, now: datetime) -> OperationsState:
     # The registered views stand for every referenced id; `core.decide` treats an id
     # never registered as uncurated, exactly as `load_views` does.
     decisions = tuple(
-        core.decide(auto_id, candidates, views, tiers, spend, config, now)
+        core.decide(
+            auto_id,
+            candidates,
+            views,
+            tiers,
+            spend,
+            config,
+            now,
+            known_models=prices.model_names,
+        )
         for auto_id in core.ADVERTISED_AUTO_IDS
     )
     return OperationsState(

@@ -10,7 +10,7 @@ an older SAFE reading never stands as current after a failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -95,6 +95,9 @@ def _reading_from(parsed: ParsedQuota, source: str, now: datetime) -> ReadingInp
         windows=parsed.windows,
         source=source,
         detail=parsed.detail,
+        evidence=None
+        if parsed.evidence is None
+        else replace(parsed.evidence, source="usage", seen_at=now),
     )
 
 

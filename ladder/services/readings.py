@@ -3,7 +3,7 @@ and pruned after the retention period."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,9 @@ from billing.bounds import OutOfRange, bounds_of, check_float
 from billing.models import ChangeCounter
 from ladder import core
 from ladder.core import ConnectionView, HysteresisState, LadderConfig, WindowReading
+from ladder.core.types import OverageEvidence
 from ladder.models import Connection, HysteresisTransition, QuotaReading
+from ladder.services import evidence as evidence_services
 from ladder.services.common import MAX_CLOCK_SKEW, NotFound, known_id
 from ladder.services.decisions import Snapshot, current_snapshot
 from ladder.services.enqueue import schedule_refresh_at_reset
@@ -32,6 +34,8 @@ class ReadingInput:
     windows: tuple[WindowReading, ...] | None = None
     source: str = "push"
     detail: str = ""
+    # What the reading says about billing past the plan's limit (None: nothing).
+    evidence: OverageEvidence | None = None
 
 
 def check_reading_percents(data: ReadingInput) -> None:
@@ -72,6 +76,7 @@ def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
         windows=data.windows,
         source=data.source,
         detail=data.detail,
+        evidence=data.evidence,
     )
 
 
@@ -89,6 +94,7 @@ def _windows_json(windows: tuple[WindowReading, ...] | None) -> list[dict[str, A
             "name": w.name,
             "remaining_percent": w.remaining_percent,
             "reset_at": w.reset_at.isoformat() if w.reset_at else None,
+            "model_scope": w.model_scope,
         }
         for w in windows or ()
     ]
@@ -168,6 +174,9 @@ def store_reading(
         connection = lock_connection(connection_id)
         before = view_of(connection, snapshot.catalog)
         stored = write_reading(connection, data, snapshot.config, now)
+        if data.evidence is not None:
+            seen = replace(data.evidence, seen_at=data.evidence.seen_at or data.checked_at)
+            evidence_services.note_evidence(connection, seen, snapshot.catalog, now)
         bumped = bump_if_it_can_change_a_pool(before, connection, snapshot, now)
     settle_config_race(snapshot, bumped)
     return stored
@@ -210,8 +219,13 @@ def write_reading(
         previous = hysteresis_of(connection)
         core_reading = reading_of(reading)
         assert core_reading is not None
+        config = evidence_services.own_config(connection, config)
         after = core.hysteresis_after(previous, core_reading, config)
         update_fields += ["current_reading"]
+        if evidence_services.move_scopes(
+            connection, data.windows or (), reading.checked_at, config, now
+        ):
+            update_fields += ["scoped_state"]
         if previous == core.NEVER_READ and after.state is HysteresisState.IN_PLAY:
             # The first reading starts the in-play period (no flip, so no transition row).
             connection.hysteresis_since = data.checked_at

@@ -13,6 +13,7 @@ from billing import services as billing_services
 from billing.classify import normalise_auth_type, normalise_provider
 from billing.models import ChangeCounter
 from ladder import core
+from ladder.core.settings_bounds import REENTRY_BELOW_EXIT, SETTINGS_BOUNDS
 from ladder.crypto import encrypt_credential
 from ladder.models import Candidate, Connection, is_connection_id
 from ladder.services.common import NotFound, known_id, logger, refuse_bad_ids
@@ -27,6 +28,28 @@ class ConnectionInput:
     active: bool = True
     quota_source: str = core.NO_QUOTA_SOURCE
     credential: str | None = None  # None keeps the stored one; "" clears it
+    # This connection's own reserve (None: the settings').
+    exit_cutoff_percent: float | None = None
+    reentry_min_remaining_percent: float | None = None
+
+
+RESERVE_FIELDS = ("exit_cutoff_percent", "reentry_min_remaining_percent")
+
+
+def reserve_problems(data: ConnectionInput) -> dict[str, list[str]]:
+    """The settings' rules applied to a connection's own reserve (fields left null take
+    the settings'): each value within its bounds, the floor not below the cutoff (a
+    problem that names both fields)."""
+    problems: dict[str, list[str]] = {}
+    for name in RESERVE_FIELDS:
+        value = getattr(data, name)
+        problem = None if value is None else SETTINGS_BOUNDS[name].problem(value)
+        if problem is not None:
+            problems[name] = [problem]
+    cutoff, floor = data.exit_cutoff_percent, data.reentry_min_remaining_percent
+    if not problems and cutoff is not None and floor is not None and floor < cutoff:
+        problems = {name: [REENTRY_BELOW_EXIT] for name in RESERVE_FIELDS}
+    return problems
 
 
 # Who a write is recorded as when its caller names nobody (seeding, scripts).
@@ -45,6 +68,8 @@ def connection_snapshot(connection: Connection) -> dict[str, object]:
         "quota_source": connection.quota_source,
         # Named so that the audit page shows it: whether one is stored, never its value.
         "authentication": "stored" if connection.credential_ciphertext else "none",
+        "exit_cutoff_percent": connection.exit_cutoff_percent,
+        "reentry_min_remaining_percent": connection.reentry_min_remaining_percent,
     }
 
 
@@ -86,6 +111,9 @@ def upsert_connection(
     the same transaction (the credential as "stored", "replaced" or "none", never its
     value)."""
     refuse_bad_ids("connection_id", [connection_id])
+    problems = reserve_problems(data)
+    if problems:
+        raise ValidationError(problems)
     registered = normalise_provider(data.provider, {})
     ciphertext = None
     if data.credential:
@@ -110,6 +138,8 @@ def upsert_connection(
         connection.label = data.label
         connection.is_active = data.active
         connection.quota_source = data.quota_source
+        connection.exit_cutoff_percent = data.exit_cutoff_percent
+        connection.reentry_min_remaining_percent = data.reentry_min_remaining_percent
         if data.credential == "":
             connection.credential_ciphertext = ""
         elif ciphertext is not None:

@@ -184,7 +184,13 @@ def connection_detail_context(
         row.connection, now=now, config=table.config, billing=row.verdict.billing
     )
     chart = remaining_chart(
-        readings, explained, table.config, since, now, periods, until=forecast_until(forecast, now)
+        readings,
+        explained,
+        row.config or table.config,
+        since,
+        now,
+        periods,
+        until=forecast_until(forecast, now),
     )
     membership = memberships(services.decide_published(now=now)).get(connection_id)
     naming = candidates_naming(connection_id, Candidate.objects.order_by("priority", "id"))
@@ -197,12 +203,12 @@ def connection_detail_context(
         "push": push_instructions(row.connection, table.config, base_url)
         if not row.can_refresh
         else None,
-        "config": table.config,
+        "config": row.config or table.config,
         "chart": chart,
         "forecast": forecast,
         "forecast_outcomes": services.forecast_outcomes(connection_id),
         "forecast_drawing": forecast_drawing(
-            chart, forecast, readings, table.config.exit_cutoff_percent, now
+            chart, forecast, readings, (row.config or table.config).exit_cutoff_percent, now
         ),
         "readings": readings,
         "readings_count": len(readings),
@@ -261,6 +267,8 @@ def connection_initial(connection: Connection) -> dict[str, Any]:
         "label": connection.label,
         "active": connection.is_active,
         "quota_source": connection.quota_source,
+        "exit_cutoff_percent": connection.exit_cutoff_percent,
+        "reentry_min_remaining_percent": connection.reentry_min_remaining_percent,
     }
 
 

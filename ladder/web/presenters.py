@@ -32,6 +32,8 @@ from ladder.core import (
 )
 from ladder.core.preference import preference_sentence
 from ladder.core.prose import percent_text
+from ladder.core.scopes import effective_overage
+from ladder.core.types import OverageEvidence
 from ladder.core.why import hysteresis_why
 from ladder.models import Connection, QuotaReading, Webhook
 
@@ -117,6 +119,43 @@ class ConnectionRow:
     can_refresh: bool
     entry_label: str | None  # the deciding catalog entry, "provider/auth_type" or "provider/*"
     hysteresis_why: str  # the stored reason under the current settings (ladder.core.why)
+    # The settings with this connection's own reserve applied, and whether it has one.
+    config: LadderConfig | None = None
+    has_own_reserve: bool = False
+    # What the pools use (the catalog's, unless live evidence says it can meter).
+    effective_overage: str = ""
+    evidence: OverageEvidence | None = None
+    # One per model scope: its window's bar, reset, hysteresis and cooldown.
+    scoped: tuple[ScopedRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedRow:
+    """One model scope of a connection, for its page and the table."""
+
+    model_scope: str
+    bar: QuotaBar | None
+    reset_at: datetime | None
+    is_dropped_out: bool
+    reason: str
+    cooldown_until: datetime | None
+
+    @property
+    def sentence(self) -> str:
+        """ "opus weekly cap: 0 % left until Tue 09:00 UTC" for the operator."""
+        left = "remaining unknown" if self.bar is None else f"{self.bar.text} % left"
+        until = "" if self.reset_at is None else f", resets {self.reset_at:%a %H:%M} UTC"
+        state = (
+            "out of the plan rungs"
+            if self.is_dropped_out or (self.bar is not None and self.bar.level == "out")
+            else "on the plan"
+        )
+        cooling = (
+            ""
+            if self.cooldown_until is None
+            else f"; cooling down until {self.cooldown_until:%H:%M:%S} UTC"
+        )
+        return f"{self.model_scope}: {left}{until}, {state}{cooling}"
 
 
 STALENESS_TEXT = {
@@ -153,6 +192,7 @@ def connection_row(
     entry_labels: dict[int, str] | None = None,
 ) -> ConnectionRow:
     """The table row of one connection (no queries: everything is preloaded)."""
+    config = services.own_config(connection, config)
     verdict = catalog.classify(connection.provider, connection.auth_type)
     fixed = connection_rung(verdict)
     rungs = (
@@ -180,6 +220,7 @@ def connection_row(
         else None
     )
     since = connection.hysteresis_since
+    evidence = services.evidence_of(connection.overage_evidence)
     return ConnectionRow(
         connection=connection,
         verdict=verdict,
@@ -201,7 +242,36 @@ def connection_row(
         hysteresis_why=hysteresis_why(
             connection.hysteresis_state, connection.hysteresis_reason, config, is_current=True
         ),
+        config=config,
+        has_own_reserve=connection.exit_cutoff_percent is not None
+        or connection.reentry_min_remaining_percent is not None,
+        effective_overage=effective_overage(verdict, evidence).value,
+        evidence=evidence,
+        scoped=scoped_rows(connection, config, now),
     )
+
+
+def scoped_rows(
+    connection: Connection, config: LadderConfig, now: datetime
+) -> tuple[ScopedRow, ...]:
+    """The model scopes of a connection as rows (none for most: no query either way)."""
+    if not connection.scoped_state:
+        return ()
+    rows = []
+    for entry in services.scoped_status(connection, now):
+        remaining = entry["remaining_percent"]
+        status = "EXHAUSTED" if remaining is not None and remaining <= 0 else "SAFE"
+        rows.append(
+            ScopedRow(
+                model_scope=entry["model_scope"],
+                bar=quota_bar(remaining, status, config),
+                reset_at=entry["reset_at"],
+                is_dropped_out=entry["hysteresis"]["state"] == HysteresisState.DROPPED_OUT,
+                reason=entry["hysteresis"]["reason"],
+                cooldown_until=entry["cooldown_until"],
+            )
+        )
+    return tuple(rows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,8 @@ def test_put_connection_creates_it_with_the_defaults(gateway: str) -> None:
         "active": True,
         "quota_source": "none",
         "has_credential": False,
+        "exit_cutoff_percent": None,
+        "reentry_min_remaining_percent": None,
     }
     assert connection_rows() == [("claude-max-1", "claude", "oauth", "", True, "none", "")]
 
@@ -95,6 +97,8 @@ def test_put_connection_replaces_the_fields_of_an_existing_one(gateway: str) -> 
         "active": False,
         "quota_source": "claude",
         "has_credential": False,
+        "exit_cutoff_percent": None,
+        "reentry_min_remaining_percent": None,
     }
     assert connection_rows() == [
         ("claude-max-1", "claude", "oauth", "Team Max plan", False, "claude", "")
@@ -370,6 +374,8 @@ def test_list_connections_returns_each_ordered_by_id(gateway: str) -> None:
             "active": True,
             "quota_source": "claude",
             "has_credential": False,
+            "exit_cutoff_percent": None,
+            "reentry_min_remaining_percent": None,
         },
         {
             "connection_id": "z-key",
@@ -380,6 +386,8 @@ def test_list_connections_returns_each_ordered_by_id(gateway: str) -> None:
             "active": True,
             "quota_source": "none",
             "has_credential": False,
+            "exit_cutoff_percent": None,
+            "reentry_min_remaining_percent": None,
         },
     ]
 
@@ -399,6 +407,8 @@ def test_get_connection_returns_it(gateway: str) -> None:
         "active": False,
         "quota_source": "none",
         "has_credential": False,
+        "exit_cutoff_percent": None,
+        "reentry_min_remaining_percent": None,
     }
 
 
@@ -491,6 +501,8 @@ def test_status_of_a_plan_connection_shows_verdict_rung_reading_and_state(gatewa
             "overage": "hard-stop",
             "reason": entry.reason,
             "catalog_entry_id": entry.pk,
+            "effective_overage": "hard-stop",
+            "evidence": None,
         },
         "rung": "subscription",
         "reading": reading_json(stored.reading),
@@ -500,6 +512,7 @@ def test_status_of_a_plan_connection_shows_verdict_rung_reading_and_state(gatewa
             "since": iso(row.hysteresis_since),
             "reason": row.hysteresis_reason,
         },
+        "scoped": [],
         "forecast": {
             "runs_out_at": None,
             "before_reset": None,
@@ -532,11 +545,14 @@ def test_status_of_an_uncurated_connection_has_no_rung_and_no_reading(gateway: s
             "overage": "unknown",
             "reason": UNCURATED_VERDICT.reason,
             "catalog_entry_id": None,
+            "effective_overage": "unknown",
+            "evidence": None,
         },
         "rung": None,
         "reading": None,
         "reading_current": False,
         "hysteresis": {"state": "in_play", "since": None, "reason": "never read"},
+        "scoped": [],
         "forecast": None,
         "cooldown_until": None,
         "consecutive_failures": 0,
@@ -554,6 +570,8 @@ def test_status_of_the_no_auth_path_is_keyless(gateway: str) -> None:
         "overage": "hard-stop",
         "reason": KEYLESS_VERDICT.reason,
         "catalog_entry_id": None,
+        "effective_overage": "hard-stop",
+        "evidence": None,
     }
     assert response.json()["rung"] == "keyless"
 

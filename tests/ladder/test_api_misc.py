@@ -964,10 +964,20 @@ def test_post_reading_reduces_windows_to_the_lowest_with_the_later_reset_on_a_ti
         "2026-12-03T00:00:00Z",
     )
     assert body["windows"] == [
-        {"name": "five_hour", "remaining_percent": 20, "reset_at": "2026-11-29T17:00:00+00:00"},
-        {"name": "seven_day", "remaining_percent": 20, "reset_at": "2026-12-03T00:00:00+00:00"},
-        {"name": "opus", "remaining_percent": 70, "reset_at": None},
-        {"name": "unknown", "remaining_percent": None, "reset_at": None},
+        {
+            "name": "five_hour",
+            "remaining_percent": 20,
+            "reset_at": "2026-11-29T17:00:00+00:00",
+            "model_scope": None,
+        },
+        {
+            "name": "seven_day",
+            "remaining_percent": 20,
+            "reset_at": "2026-12-03T00:00:00+00:00",
+            "model_scope": None,
+        },
+        {"name": "opus", "remaining_percent": 70, "reset_at": None, "model_scope": None},
+        {"name": "unknown", "remaining_percent": None, "reset_at": None, "model_scope": None},
     ]
 
 

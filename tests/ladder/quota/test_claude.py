@@ -55,19 +55,20 @@ def test_parse_exactly_100_used_is_exhausted() -> None:
     assert parse(payload, NOW).status == QuotaStatus.EXHAUSTED
 
 
-def test_parse_model_window_can_bind() -> None:
+def test_parse_model_window_binds_only_its_model() -> None:
     payload = load("claude")
-    payload["seven_day_opus"] = {"utilization": 97.5, "resets_at": "2026-12-02T00:00:00+00:00"}
+    payload["seven_day_opus"] = {"utilization": 100.0, "resets_at": "2026-12-02T00:00:00+00:00"}
 
     reading = parse(payload, NOW)
 
-    # Until pools judge each scope on its own, a scoped window binds the connection.
-    assert (reading.remaining_percent, reading.reset_at) == (
-        2.5,
-        datetime(2026, 12, 2, tzinfo=UTC),
+    # The connection's reading is the unscoped binding window: Sonnet stays on the plan.
+    assert (reading.status, reading.remaining_percent, reading.reset_at) == (
+        QuotaStatus.SAFE,
+        38.0,
+        SEVEN_DAY_RESET,
     )
     assert reading.windows[2] == WindowReading(
-        "seven_day_opus", 2.5, datetime(2026, 12, 2, tzinfo=UTC), "opus"
+        "seven_day_opus", 0.0, datetime(2026, 12, 2, tzinfo=UTC), "opus"
     )
 
 
@@ -257,7 +258,7 @@ def test_parse_mixed_shapes_keep_each_window_once_with_the_less_remaining() -> N
         WindowReading("seven_day_opus", 0.0, datetime(2026, 12, 2, 9, tzinfo=UTC), "opus"),
         WindowReading("seven_day_sonnet", 88.0, SEVEN_DAY_RESET, "sonnet"),
     )
-    assert (reading.status, reading.remaining_percent) == (QuotaStatus.EXHAUSTED, 0.0)
+    assert (reading.status, reading.remaining_percent) == (QuotaStatus.SAFE, 30.0)
 
 
 def test_parse_scoped_limit_naming_a_model_id_is_scoped_to_that_id() -> None:
@@ -273,7 +274,7 @@ def test_parse_scoped_limit_naming_a_model_id_is_scoped_to_that_id() -> None:
     assert reading.windows[1] == WindowReading(
         "seven_day_claude-opus-4-1", 60.0, datetime(2026, 12, 2, 9, tzinfo=UTC), "claude-opus-4-1"
     )
-    assert reading.remaining_percent == 60.0
+    assert reading.remaining_percent == 63.0
 
 
 @pytest.mark.parametrize(
@@ -295,6 +296,16 @@ def test_parse_unknown_limit_kind_is_an_unscoped_window(entry: dict[str, Any], n
 
     assert reading.windows[1] == WindowReading(name, 0.0, None, None)
     assert (reading.status, reading.remaining_percent) == (QuotaStatus.EXHAUSTED, 0.0)
+
+
+def test_parse_only_scoped_windows_is_unknown_for_the_connection() -> None:
+    reading = parse({"limits": LIMITS[3:]}, NOW)
+
+    assert (reading.status, reading.remaining_percent, reading.detail) == (
+        QuotaStatus.UNKNOWN,
+        None,
+        "no window says how much quota is left",
+    )
 
 
 def test_parse_limits_entry_of_the_wrong_type_is_unparseable() -> None:

@@ -244,7 +244,12 @@ def test_parse_additional_rate_limits_are_scoped_by_limit_name() -> None:
         WindowReading("gpt-5-codex-spark_secondary", 80.0, SECONDARY_RESET, "gpt-5-codex-spark"),
         WindowReading("gpt-5.1-codex-max_primary", 0.0, PRIMARY_RESET, "gpt-5.1-codex-max"),
     )
-    assert (reading.status, reading.remaining_percent) == (QuotaStatus.EXHAUSTED, 0.0)
+    # Scoped limits bind their models only: the connection keeps its unscoped reading.
+    assert (reading.status, reading.remaining_percent, reading.reset_at) == (
+        QuotaStatus.SAFE,
+        59.0,
+        SECONDARY_RESET,
+    )
 
 
 def test_parse_additional_limit_without_a_name_binds_the_connection() -> None:

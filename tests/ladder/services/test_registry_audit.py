@@ -36,6 +36,8 @@ def _snapshot(**changed: object) -> dict[str, object]:
         "active": True,
         "quota_source": "none",
         "authentication": "none",
+        "exit_cutoff_percent": None,
+        "reentry_min_remaining_percent": None,
         **changed,
     }
 

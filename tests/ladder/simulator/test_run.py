@@ -151,18 +151,22 @@ def test_cheapest_first_ignores_budgets() -> None:
     assert result.refused == 0
 
 
-def test_a_plan_that_meters_to_paid_keeps_serving_and_bills_its_overage() -> None:
-    # given a plan whose overage meters to paid and no other connection
+def test_a_plan_that_meters_to_paid_serves_thrifty_only_while_a_reading_shows_headroom() -> None:
+    # given a plan whose overage meters to paid and a key, the plan polled or never read
     overage = BillingVerdict(Billing.SUBSCRIPTION, Overage.METERS_TO_PAID, "devin", 3)
-    only_plan = replace(plan(is_polled=False), billing=overage)
-    requests = tuple(request(H + n * 60 * S) for n in range(7))
+    polled = replace(plan(is_polled=True), billing=overage)
+    unread = replace(plan(is_polled=False), billing=overage)
+    requests = trace(*(request(H + n * 60 * S) for n in range(7)))
     # when thrifty replays seven requests against its 5-request window
-    result = simulate(world(only_plan, KEY), trace(*requests), Policy.THRIFTY)
-    # then the plan serves all seven and the two past the window bill sonnet's price
-    sonnet_request = (Decimal(3) * 1000 + Decimal(15) * 500) / Decimal(1_000_000)
-    assert [o.connection_id for o in result.outcomes] == ["plan-1"] * 7
-    assert result.spend_usd == sonnet_request * 2
-    assert result.paid_requests == 0
+    read = simulate(world(polled, KEY), requests, Policy.THRIFTY)
+    blind = simulate(world(unread, KEY), requests, Policy.THRIFTY)
+    # then the polled plan serves its five, and the budgeted key the two past its window
+    # (past the limit the plan would bill at the provider's price, outside every budget);
+    # a plan that can meter and was never read is not tried at all: trying is not free
+    assert [o.connection_id for o in read.outcomes] == ["plan-1"] * 5 + ["key-1"] * 2
+    assert (read.spend_usd, read.paid_requests) == (Decimal("0.004"), 2)
+    assert [o.connection_id for o in blind.outcomes] == ["key-1"] * 7
+    assert (blind.spend_usd, blind.paid_requests) == (Decimal("0.014"), 7)
 
 
 def test_original_design_unclamped_cooldown_keeps_the_plan_out_past_its_reset() -> None:

@@ -614,6 +614,7 @@ def test_a_viewer_reads_the_registration_and_whether_a_credential_is_stored(
         ("Label", "Team plan"),
         ("Active", "yes"),
         ("Quota source", "claude"),
+        ("Own reserve", "none: the settings' apply"),
         ("Credential", "a credential is stored"),
     ]
 
