@@ -61,6 +61,7 @@ from ladder.core.decide import (
     inputs_valid_until,
 )
 from ladder.core.preference import preference_key
+from ladder.core.scopes import connection_config, plan_can_meter, scope_cause
 from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason, Rung
 
 
@@ -83,6 +84,28 @@ def standing(
     if cause is None:
         return Standing(None, None)
     return Standing(cause.reason, cause.may_return_at)
+
+
+def scoped_standings(
+    view: ConnectionView, grouping: Grouping, config: LadderConfig, now: datetime
+) -> tuple[tuple[str, Standing], ...]:
+    """Each model scope's standing in a grouping at `now`, by the decision's own rules
+    (ladder/core/scopes.py), sorted by scope."""
+    max_age = timedelta(seconds=config.max_state_age_seconds)
+    fails_open = grouping == Grouping.THRIFTY and not plan_can_meter(view)
+    own = connection_config(view, config)
+    standings = []
+    for scoped in view.scoped:
+        cause = scope_cause(scoped, own, now, max_age, fails_open=fails_open)
+        standings.append(
+            (
+                scoped.model_scope,
+                Standing(None, None)
+                if cause is None
+                else Standing(cause.reason, cause.may_return_at),
+            )
+        )
+    return tuple(standings)
 
 
 def changes_on_its_own_at(
@@ -112,6 +135,11 @@ def can_change_pool(
     for grouping in Grouping:
         was = standing(before, grouping, config, now)
         if was != standing(after, grouping, config, now):
+            return True
+        if (before.scoped or after.scoped) and scoped_standings(
+            before, grouping, config, now
+        ) != scoped_standings(after, grouping, config, now):
+            # A model scope's standing moved: its models enter or leave the pool.
             return True
         serves = serves or was.reason is None
     if serves and moves_preference(before, after, config, now):

@@ -1,10 +1,15 @@
 """The proof that readings and events move the `state` counter whenever they can change
 a pool (ladder/core/changes.py), over the real database: random small worlds and random
 write sequences; after each step, a decision still cached under unmoved counters equals a
-decision recomputed from the database on every field that must not lag."""
+decision recomputed from the database on every field that must not lag. And every
+`auto/subscription` decision fails closed: it never holds a (candidate, connection) pair
+whose effective overage is not hard-stop (billing evidence from the wire counted), or
+whose binding window for that candidate's model is exhausted (windows scoped to a model
+counted, with the connection's own reserve)."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,8 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing import services as billing_services
+from billing.classify import Billing, Overage
 from ladder import core, services
 from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, AutoId, Decision, WindowReading
+from ladder.core.scopes import scope_applies
+from ladder.models import Connection
 from ladder.services import readings
 
 pytestmark = pytest.mark.django_db
@@ -46,6 +54,7 @@ MODELS = (
     ("openrouter", "llama-free"),
     ("openrouter", "mini"),
     ("openrouter", "opus"),
+    ("claude", "claude-opus-4-1"),
 )
 
 AUTO_IDS = (SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID)
@@ -83,7 +92,23 @@ def _headers(name: str, now: datetime) -> dict[str, str] | None:
             "x-ratelimit-reset-requests": "20s",
         },
         "retry-after": {"retry-after": "7"},
+        "anthropic-overage-in-use": {"anthropic-ratelimit-unified-overage-in-use": "true"},
+        "anthropic-overage-rejected": {
+            "anthropic-ratelimit-unified-overage-status": "rejected",
+            "anthropic-ratelimit-unified-5h-utilization": "0.5",
+            "anthropic-ratelimit-unified-5h-reset": str(epoch + 3600),
+        },
+        "codex-credits": {"x-codex-credits-has-credits": "true"},
+        "anthropic-7d_oi-rejected": {
+            "anthropic-ratelimit-unified-status": "rejected",
+            "anthropic-ratelimit-unified-7d_oi-status": "rejected",
+            "anthropic-ratelimit-unified-7d_oi-reset": str(epoch + 1800),
+        },
     }[name]
+
+
+# The model an event names (its request's): the per-model limit's scope.
+EVENT_MODEL = "claude-opus-4-1"
 
 
 HEADER_NAMES = (
@@ -96,6 +121,10 @@ HEADER_NAMES = (
     "anthropic-allowed-80",
     "openai-requests-out",
     "retry-after",
+    "anthropic-overage-in-use",
+    "anthropic-overage-rejected",
+    "codex-credits",
+    "anthropic-7d_oi-rejected",
 )
 
 
@@ -160,6 +189,21 @@ spend_steps = st.tuples(
     st.integers(0, len(MODELS) - 1),
     st.sampled_from((Decimal(0), Decimal("0.4"), Decimal(1), Decimal(3))),
 )
+# A Claude-shaped reading with windows scoped to a model (opus's and a scope that names
+# no known model) and billing evidence.
+scoped_steps = st.tuples(
+    st.just("scoped"),
+    connection_ids,
+    percents,  # the opus weekly cap's remaining
+    st.sampled_from((None, None, 0.0, 50.0)),  # the unknown scope's remaining (None: absent)
+    st.sampled_from((None, None, "can_meter", "hard_stop")),
+    st.sampled_from((0, 0, 5, 200)),  # checked this many seconds ago
+)
+reserve_steps = st.tuples(
+    st.just("reserve"),
+    connection_ids,
+    st.sampled_from(((None, None), (30.0, 40.0), (10.0, None), (None, 60.0))),
+)
 advance_steps = st.tuples(
     st.just("advance"), st.sampled_from((1, 4, 10, 29, 31, 61, 179, 181, 600, 3600))
 )
@@ -168,6 +212,8 @@ steps = st.lists(
     st.one_of(
         reading_steps,
         reading_steps,
+        scoped_steps,
+        reserve_steps,
         event_steps,
         event_steps,
         advance_steps,
@@ -192,6 +238,12 @@ def _build(world: World) -> None:
         billing_services.PriceInput("openrouter", "mini", Decimal("0.5"), Decimal(2), None),
         actor="test",
     )
+    # Named by a price row: a scope "opus" or "sonnet" names a model the product knows.
+    for priced in ("sonnet", "claude-opus-4-1"):
+        billing_services.upsert_price(
+            billing_services.PriceInput("claude", priced, Decimal(3), Decimal(15), None),
+            actor="test",
+        )
     services.update_settings(world.settings, actor="test")
     for connection_id, active in world.connections:
         provider, auth_type = CONNECTIONS[connection_id]
@@ -247,6 +299,44 @@ def _write(step: tuple[Any, ...], now: datetime) -> None:
                 reset_at=_at(now, reset),
                 headers=_headers(header_name, now),
                 now=now,
+                model=EVENT_MODEL if header_name.startswith("anthropic-7d_oi") else None,
+            )
+        elif kind == "scoped":
+            _, connection_id, opus_left, unknown_left, says, ago = step
+            scoped_windows = [
+                WindowReading("five_hour", 50.0, now + timedelta(hours=2)),
+                WindowReading("seven_day_opus", opus_left, now + timedelta(days=2), "opus"),
+                WindowReading("seven_day_sonnet", 60.0, now + timedelta(days=2), "sonnet"),
+            ]
+            if unknown_left is not None:
+                scoped_windows.append(
+                    WindowReading(
+                        "seven_day_iguana", unknown_left, now + timedelta(days=1), "iguana"
+                    )
+                )
+            services.store_reading(
+                connection_id,
+                services.ReadingInput(
+                    checked_at=now - timedelta(seconds=ago),
+                    windows=tuple(scoped_windows),
+                    evidence=services.pushed_evidence(says),
+                ),
+                now=now,
+            )
+        elif kind == "reserve":
+            _, connection_id, (cutoff, floor) = step
+            row = Connection.objects.filter(connection_id=connection_id).first()
+            if row is None:
+                return
+            services.upsert_connection(
+                connection_id,
+                services.ConnectionInput(
+                    row.provider,
+                    row.auth_type,
+                    active=row.is_active,
+                    exit_cutoff_percent=cutoff,
+                    reentry_min_remaining_percent=floor,
+                ),
             )
         elif kind == "spend":
             _, connection_id, model, cost = step
@@ -267,7 +357,74 @@ def recomputed(auto_id: AutoId, now: datetime) -> Decision:
     candidates = services.registered_candidates()
     views = services.load_views(services.referenced_connections(candidates), inputs.catalog)
     tiers = services.tiers_of(candidates, inputs.prices, inputs.config)
-    return core.decide(auto_id, candidates, views, tiers, inputs.spend, inputs.config, now)
+    return core.decide(
+        auto_id,
+        candidates,
+        views,
+        tiers,
+        inputs.spend,
+        inputs.config,
+        now,
+        known_models=inputs.prices.model_names,
+    )
+
+
+def _after(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def assert_subscription_fails_closed(decision: Decision, now: datetime) -> None:
+    """Every (candidate, connection) pair `auto/subscription` holds is, by the database
+    read directly: a plan whose effective overage is hard-stop (no "can meter" evidence),
+    not cooling down, with a current reading above its exit cutoff (above its re-entry
+    floor once dropped out), and so for every model scope that binds the candidate."""
+    if decision.auto_id != SUBSCRIPTION_AUTO_ID:
+        return
+    catalog = billing_services.load_catalog()
+    known = billing_services.load_price_book().model_names
+    settings_row = services.load_config()
+    for entry in decision.candidates:
+        for connection_id in entry.connection_ids:
+            row = Connection.objects.select_related("current_reading").get(
+                connection_id=connection_id
+            )
+            where = f"{entry.model} on {connection_id} at {now.isoformat()}"
+            verdict = catalog.classify(row.provider, row.auth_type)
+            assert verdict.billing == Billing.SUBSCRIPTION, where
+            assert verdict.overage == Overage.HARD_STOP, where
+            evidence = row.overage_evidence
+            assert evidence is None or evidence["says"] != "can_meter", where
+            assert row.is_active, where
+            assert row.cooldown_until is None or row.cooldown_until <= now, where
+            cutoff = (
+                settings_row.exit_cutoff_percent
+                if row.exit_cutoff_percent is None
+                else row.exit_cutoff_percent
+            )
+            floor = max(
+                cutoff,
+                settings_row.reentry_min_remaining_percent
+                if row.reentry_min_remaining_percent is None
+                else row.reentry_min_remaining_percent,
+            )
+            reading = row.current_reading
+            assert reading is not None, where
+            assert reading.status == "SAFE", where
+            assert reading.remaining_percent is not None, where
+            assert reading.remaining_percent > cutoff, where
+            if row.hysteresis_state == "dropped_out":
+                assert reading.remaining_percent > floor, where
+            for scope, state in (row.scoped_state or {}).items():
+                if not scope_applies(scope, entry.model, known):
+                    continue
+                cooled = _after(state["cooldown_until"])
+                assert cooled is None or cooled <= now, (where, scope)
+                if state["has_window"]:
+                    left = state["remaining"]
+                    assert left is not None, (where, scope)
+                    assert left > cutoff, (where, scope)
+                    if state["state"] == "dropped_out":
+                        assert left > floor, (where, scope)
 
 
 def must_not_lag(decision: Decision) -> tuple[Any, ...]:
@@ -314,10 +471,12 @@ def run(world: World, sequence: list[tuple[Any, ...]], stats: dict[str, int]) ->
                     assert must_not_lag(held.decision) == must_not_lag(recomputed(auto_id, now)), (
                         f"{auto_id} at {now.isoformat()} after {held.writes} writes"
                     )
+                    assert_subscription_fails_closed(held.decision, now)
                     stats["checks"] += 1
                     stats["after_writes"] += held.writes > 0
                     continue
                 decision = services.decide_registered(auto_id, now=now, counters=counters)
+                assert_subscription_fails_closed(decision, now)
                 tracked[auto_id] = Tracked(decision, counters)
 
 
@@ -421,5 +580,40 @@ def test_the_property_catches_a_rule_blind_to_the_order_of_preference() -> None:
     with (
         mock.patch.object(changes, "moves_preference", return_value=False),
         pytest.raises(AssertionError, match="after 1 writes"),
+    ):
+        _in_rollback(world, sequence, stats)
+
+
+def test_the_property_catches_a_rule_blind_to_billing_evidence() -> None:
+    # A hard-stop plan whose usage says it can meter: the blind rule keeps serving it.
+    decide_module = importlib.import_module("ladder.core.decide")
+
+    sequence: list[tuple[Any, ...]] = [("scoped", "plan-a", 50.0, None, "can_meter", 0)]
+    stats = {"checks": 0, "after_writes": 0}
+    _in_rollback(TEETH_WORLD, sequence, stats)
+
+    with (
+        mock.patch.object(decide_module, "effective_overage", lambda verdict, _: verdict.overage),
+        pytest.raises(AssertionError, match="sonnet on plan-a"),
+    ):
+        _in_rollback(TEETH_WORLD, sequence, stats)
+
+
+def test_the_property_catches_a_rule_blind_to_windows_scoped_to_a_model() -> None:
+    # The opus cap used up: the blind rule keeps opus on the plan.
+    decide_module = importlib.import_module("ladder.core.decide")
+
+    world = World(
+        connections=(("plan-a", True),),
+        candidates=((len(MODELS) - 1, ("plan-a",), True), (0, ("plan-a",), True)),
+        settings=TEETH_WORLD.settings,
+    )
+    sequence: list[tuple[Any, ...]] = [("scoped", "plan-a", 0.0, None, None, 0)]
+    stats = {"checks": 0, "after_writes": 0}
+    _in_rollback(world, sequence, stats)
+
+    with (
+        mock.patch.object(decide_module, "model_scope_cause", return_value=None),
+        pytest.raises(AssertionError, match="claude-opus-4-1 on plan-a"),
     ):
         _in_rollback(world, sequence, stats)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ladder", "0013_spend_day_total_shards"),
+        ("ladder", "0014_window_forecast"),
     ]
 
     operations = [
