@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ladder", "0014_window_forecast"),
+        ("ladder", "0015_registered_provider"),
     ]
 
     operations = [
