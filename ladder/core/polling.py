@@ -35,6 +35,18 @@ def due_age(interval: timedelta, max_state_age: timedelta) -> timedelta:
     return min(interval, max(max_state_age - STALE_MARGIN, MIN_DUE_AGE))
 
 
+# A window has rolled over only when its reset moved by this much or more; less is jitter.
+ROLLOVER_MIN: Final = timedelta(seconds=60)
+
+
+def has_rolled_over(previous_reset: datetime | None, reset_at: datetime | None) -> bool:
+    """True when a window's reset moved forward by ROLLOVER_MIN or more (a new window);
+    jitter of the same instant never counts as a reset."""
+    if previous_reset is None or reset_at is None:
+        return False
+    return reset_at - previous_reset >= ROLLOVER_MIN
+
+
 def should_schedule_reset_refresh(
     reset_at: datetime | None,
     previous_reset: datetime | None,
@@ -45,9 +57,13 @@ def should_schedule_reset_refresh(
     previous current reading did not already schedule the same instant."""
     if reset_at is None or not now < reset_at <= now + RESET_REFRESH_HORIZON:
         return False
-    # Every poll of a window repeats its reset: one scheduled refresh per instant.
+    # Every poll of a window repeats its reset: one scheduled refresh per instant. The
+    # instant jitters (providers recompute it on every response, by up to about 2 s):
+    # a reset within ROLLOVER_MIN of the previous one is the same instant, never a
+    # rollover, and never reschedules (spec/ladder.md, "Windows scoped to a model").
     was_scheduled = (
-        previous_reset == reset_at
+        previous_reset is not None
+        and abs(reset_at - previous_reset) < ROLLOVER_MIN
         and previous_checked_at is not None
         and reset_at <= previous_checked_at + RESET_REFRESH_HORIZON
     )
