@@ -252,3 +252,23 @@ def test_a_plain_csv_cell_is_written_as_it_is(value: str) -> None:
     from ladder.services.spend_ledger import _text
 
     assert _text(value) == value
+
+
+def test_the_csv_export_reads_the_ledger_in_keyset_chunks_and_writes_it_whole(
+    ledger: list[SpendEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ladder.services import spend_ledger
+
+    whole = list(spend_ledger.spend_csv_rows(spend_ledger.SpendFilters()))
+    monkeypatch.setattr(spend_ledger, "CSV_CHUNK", 2)
+
+    with CaptureQueriesContext(connection) as queries:
+        chunked = list(spend_ledger.spend_csv_rows(spend_ledger.SpendFilters()))
+
+    assert chunked == whole
+    assert [row[1] for row in chunked[1:]] == ["'=r5", "r4", "r3", "r2", "r1"]
+    assert len(queries) == 3  # 2 + 2 + 1 entries, one query each
+    assert all("LIMIT 3" in q["sql"] for q in queries)  # a page, never the whole ledger
