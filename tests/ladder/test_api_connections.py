@@ -11,6 +11,8 @@ from django.utils import timezone
 
 from billing.classify import KEYLESS_VERDICT, UNCURATED_VERDICT
 from billing.models import BillingCatalogEntry
+from ladder import services
+from ladder.core.types import WindowReading
 from ladder.crypto import decrypt_credential
 from ladder.models import ApiToken, Connection, QuotaReading
 from ladder.services import enqueue
@@ -869,3 +871,76 @@ def test_the_services_refuse_a_bad_connection_id_before_any_query(
             services.record_spend(
                 services.SpendInput("req-1", bad, "openai", "gpt-4o-mini", cost_usd=None)
             )
+
+
+def test_put_connection_stores_its_own_reserve(gateway: str) -> None:
+    body = {
+        "provider": "claude",
+        "auth_type": "oauth",
+        "exit_cutoff_percent": 30,
+        "reentry_min_remaining_percent": 40.5,
+    }
+
+    response = api("put", "/api/v1/connections/claude-max-1", gateway, body)
+
+    assert response.status_code == 200
+    assert (
+        response.json()["exit_cutoff_percent"],
+        response.json()["reentry_min_remaining_percent"],
+    ) == (30.0, 40.5)
+
+
+def test_put_connection_with_a_floor_below_its_cutoff_is_422_naming_both(gateway: str) -> None:
+    make_connection("claude-max-1", label="kept")
+    before = connection_rows()
+    body = {
+        "provider": "claude",
+        "auth_type": "oauth",
+        "exit_cutoff_percent": 30,
+        "reentry_min_remaining_percent": 10,
+    }
+
+    response = api("put", "/api/v1/connections/claude-max-1", gateway, body)
+
+    assert response.status_code == 422
+    named = {tuple(e["loc"]) for e in response.json()["detail"]}
+    assert named == {
+        ("body", "payload", "exit_cutoff_percent"),
+        ("body", "payload", "reentry_min_remaining_percent"),
+    }
+    assert connection_rows() == before
+
+
+def test_status_shows_effective_overage_evidence_and_scopes(gateway: str) -> None:
+    make_connection("claude-max-1")
+    services.store_reading(
+        "claude-max-1",
+        services.ReadingInput(
+            windows=(
+                WindowReading("seven_day", 40.0, None),
+                WindowReading("seven_day_opus", 0.0, None, "opus"),
+            ),
+            evidence=services.pushed_evidence("can_meter"),
+        ),
+    )
+
+    body = api("get", "/api/v1/connections/claude-max-1/status", gateway).json()
+
+    assert (body["billing"]["overage"], body["billing"]["effective_overage"]) == (
+        "hard-stop",
+        "meters-to-paid",
+    )
+    evidence = body["billing"]["evidence"]
+    assert (evidence["says"], evidence["source"], evidence["detail"]) == (
+        "can_meter",
+        "push",
+        "the gateway pushed overage_evidence: can_meter",
+    )
+    [scoped] = body["scoped"]
+    assert (scoped["model_scope"], scoped["remaining_percent"], scoped["reset_at"]) == (
+        "opus",
+        0.0,
+        None,
+    )
+    assert scoped["hysteresis"]["state"] == "dropped_out"
+    assert body["reading"]["remaining_percent"] == 40.0
