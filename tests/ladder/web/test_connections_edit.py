@@ -751,3 +751,37 @@ def test_a_legacy_row_named_dot_does_not_break_the_lists(operator: Client) -> No
 
     for page in ("/", "/connections/", "/pools/"):
         assert operator.get(page).status_code == 200, page
+
+
+def test_edit_saves_a_connections_own_reserve_and_the_page_says_which_applies(
+    stored: Connection, operator: Client
+) -> None:
+    data = {**VALID, "exit_cutoff_percent": "30", "reentry_min_remaining_percent": "40"}
+
+    response = operator.post(EDIT, data, headers=htmx_headers("connection-edit"))
+
+    assert response.status_code == 200
+    row = _state()
+    assert (row["exit_cutoff_percent"], row["reentry_min_remaining_percent"]) == (30.0, 40.0)
+    assert parse(response.content).by_id("id_exit_cutoff_percent").attrs["value"] == "30.0"
+    assert "Exit at or below 30 %; re-entry above 40 % (this connection's own reserve)." in (
+        operator.get(PAGE).content.decode()
+    )
+
+
+def test_edit_refuses_a_reserve_floor_below_its_cutoff_naming_both(
+    stored: Connection, operator: Client
+) -> None:
+    before = _all_connections()
+    data = {**VALID, "exit_cutoff_percent": "30", "reentry_min_remaining_percent": "10"}
+
+    response = operator.post(EDIT, data, headers=htmx_headers("connection-edit"))
+
+    page = parse(response.content)
+    assert _summary(page) == [
+        "Own exit cutoff (%): The re-entry floor must not be below the exit cutoff "
+        "(reentry_min_remaining_percent >= exit_cutoff_percent).",
+        "Own re-entry floor (%): The re-entry floor must not be below the exit cutoff "
+        "(reentry_min_remaining_percent >= exit_cutoff_percent).",
+    ]
+    assert _all_connections() == before
