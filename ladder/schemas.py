@@ -470,7 +470,15 @@ class DecidedOut(Schema):
     model: str
     rung: RungLiteral
     connection_id: str | None
-    allowed_connection_ids: list[str] | None
+    allowed_connection_ids: list[str] | None = Field(
+        description=(
+            "The connections that passed, in order of preference: on the subscription "
+            "rung the plan capacity that expires soonest first (reset of the binding "
+            "window, soonest first; ties by most remaining; no known reset last); other "
+            "rungs in the given order. Enforce it as a set; a gateway may keep a "
+            "conversation on the connection it used last while it stays in the list."
+        )
+    )
 
 
 class ExcludedOut(Schema):
