@@ -76,15 +76,36 @@ test-embedded: install
 INTEGRATIONS_VENV ?= var/integrations-venv
 INT_PY := $(INTEGRATIONS_VENV)/bin/python
 INT_STAMP := $(INTEGRATIONS_VENV)/.installed-stamp
+INT_WHEELS := var/integrations-wheels
+# The plugin supports LiteLLM from the oldest to the newest release below: the whole
+# end-to-end suite runs on the newest; the oldest runs the files that exercise LiteLLM's
+# hooks (Router and proxy), so CI pays about 5 more minutes, not a second full run
+# (integrations/litellm/README.md, "Tests"). Switching is one wheel (`--no-deps`).
+LITELLM_OLDEST ?= 1.110.0
+LITELLM_NEWEST ?= 1.110.2
+INT_SOURCES := $(shell find integrations/python-client/src integrations/litellm/src -name '*.py')
 
-$(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyproject.toml
+# The client and the plugin are installed as the wheels they build (each with its own
+# version), not from the source tree: what a gateway author installs is what is tested.
+$(INT_STAMP): integrations/python-client/pyproject.toml integrations/litellm/pyproject.toml $(INT_SOURCES)
 	test -x $(INT_PY) || $(PYTHON) -m venv $(INTEGRATIONS_VENV)
-	$(INT_PY) -m pip install --quiet --upgrade pip
-	$(INT_PY) -m pip install --quiet -e integrations/python-client -e "integrations/litellm[proxy]" "pytest>=8"
+	$(INT_PY) -m pip install --quiet --upgrade pip "setuptools>=69" wheel
+	rm -rf $(INT_WHEELS)
+	$(INT_PY) -m pip wheel --quiet --no-deps --no-build-isolation -w $(INT_WHEELS) \
+		integrations/python-client integrations/litellm
+	rm -rf integrations/python-client/build integrations/litellm/build  # not for mypy to find
+	$(INT_PY) -m pip uninstall --quiet -y omniroute-client omniroute-litellm
+	$(INT_PY) -m pip install --quiet $(INT_WHEELS)/omniroute_client-*.whl \
+		"$$(ls $(INT_WHEELS)/omniroute_litellm-*.whl)[proxy]" "litellm==$(LITELLM_NEWEST)" "pytest>=8"
 	@touch $(INT_STAMP)
 
 test-integrations: install $(INT_STAMP)
 	OMNIROUTE_SERVER_PYTHON=$(abspath $(PY)) $(INT_PY) -m pytest integrations/litellm/tests $(INTEGRATIONS_PYTEST_ARGS)
+	$(INT_PY) -m pip install --quiet --no-deps "litellm==$(LITELLM_OLDEST)"
+	OMNIROUTE_SERVER_PYTHON=$(abspath $(PY)) $(INT_PY) -m pytest \
+		integrations/litellm/tests/test_end_to_end.py integrations/litellm/tests/test_proxy.py \
+		$(INTEGRATIONS_PYTEST_ARGS); status=$$?; \
+	$(INT_PY) -m pip install --quiet --no-deps "litellm==$(LITELLM_NEWEST)"; exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check .

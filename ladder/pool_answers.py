@@ -73,8 +73,16 @@ def decision_out(decision: Decision) -> dict[str, Any]:
             for e in decision.excluded
         ],
         "next_change_at": decision.next_change_at,
+        "budget_left_usd": {
+            "cheap": _usd(decision.budget_left_usd[0]),
+            "premium": _usd(decision.budget_left_usd[1]),
+        },
         "valid_until": decision.valid_until,
     }
+
+
+def _usd(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 # The fields of an answer its tag leaves out (see the module's docstring), and the

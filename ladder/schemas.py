@@ -490,6 +490,11 @@ class ExcludedOut(Schema):
     detail: str
 
 
+class BudgetLeftOut(Schema):
+    cheap: float | None
+    premium: float | None
+
+
 class DecisionOut(Schema):
     auto_id: str
     grouping: Literal["subscription", "thrifty"]
@@ -499,6 +504,11 @@ class DecisionOut(Schema):
     candidates: list[DecidedOut]
     excluded: list[ExcludedOut]
     next_change_at: datetime | None
+    budget_left_usd: BudgetLeftOut = Field(
+        description="What each paid rung's budget still allowed when this decision was "
+        "computed (null: no budget). Part of the decision's inputs: it does not move the "
+        "change version (spec: 'Budgets under bursts')."
+    )
     valid_until: datetime | None = Field(
         description="The earliest instant at which this decision can change on its own, "
         "with no write (a reading turning stale, a reset, a cooldown ending, a budget "

@@ -142,6 +142,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             },
         ],
         "next_change_at": RESET,
+        "budget_left_usd": {"cheap": 12.5, "premium": None},
         "valid_until": "2026-11-29T12:10:00Z",
     },
     "ModelListOut": {

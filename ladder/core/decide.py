@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Final
 
 from billing.classify import UNCURATED_VERDICT, Billing, BillingVerdict, Overage
@@ -102,6 +103,25 @@ class Decision:
     # The preference key of each plan connection the order of preference compared (in an
     # entry of two or more): what the pages' "why this seat first" sentence reads.
     preference: Mapping[str, PreferenceKey | None] = field(default_factory=dict)
+    # What each paid rung's budget still allowed at `computed_at` (cheap, premium): None
+    # when the rung has no budget (spec/api.md, "Budgets under bursts").
+    budget_left_usd: tuple[Decimal | None, Decimal | None] = (None, None)
+
+
+def budget_left(
+    spend: Mapping[Rung, RungSpend], config: LadderConfig
+) -> tuple[Decimal | None, Decimal | None]:
+    """What the cheap and premium budgets still allow in their window (never below 0)."""
+    left: list[Decimal | None] = []
+    for rung in (Rung.CHEAP, Rung.PREMIUM):
+        budget = config.budget_for(rung)
+        if budget is None:
+            left.append(None)
+            continue
+        rung_spend = spend.get(rung)
+        spent = Decimal(0) if rung_spend is None else rung_spend.spent_usd
+        left.append(max(Decimal(0), budget - spent))
+    return left[0], left[1]
 
 
 def connection_cause(view: ConnectionView, grouping: Grouping, now: datetime) -> Cause | None:
@@ -357,6 +377,7 @@ def decide(
             connections.values(), spend, config, now, refresh_ticks=grouping == _SUBSCRIPTION
         ),
         preference=plan_order.keys,
+        budget_left_usd=budget_left(spend, config),
     )
 
 

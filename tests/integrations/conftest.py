@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,9 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from omniroute_client import OmniRouteClient  # noqa: E402
+
+# The clients' report spools (one SQLite file per control plane and token): this run's own.
+os.environ.setdefault("OMNIROUTE_SPOOL_DIR", tempfile.mkdtemp(prefix="omniroute-spool-"))
 
 
 class Clock:
@@ -69,7 +74,12 @@ def client(live_server: object, gateway_token: str, clock: Clock) -> Iterator[Om
     # feed that is down), revalidation by `valid_until` and `revalidate_seconds`; the
     # feed's own path is in test_client_feed.py.
     made = OmniRouteClient(
-        str(live_server), gateway_token, clock=clock, flush_interval=0.05, follow_changes=False
+        str(live_server),
+        gateway_token,
+        clock=clock,
+        flush_interval=0.05,
+        follow_changes=False,
+        timeout=10.0,
     )
     yield made
     made.close()

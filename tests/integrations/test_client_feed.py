@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -50,6 +51,13 @@ class FeedPlane:
         self.changed = threading.Condition()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.writes: list[tuple[str, Any]] = []
+        self.decision: dict[str, Any] = dict(DECISION)
+        self.pool_status = 200  # e.g. 401: a revoked token
+        # Cleared: pool requests are held (a control plane slower than the timeout).
+        self.pools_flow = threading.Event()
+        self.pools_flow.set()
+        self.feed_frozen = threading.Event()  # set: the feed never answers...
+        self.feed_thaw = threading.Event()  # ...until this is set (teardown)
         plane = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,6 +77,9 @@ class FeedPlane:
             def do_GET(self) -> None:
                 url = urlparse(self.path)
                 if url.path == "/api/v1/changes":
+                    if plane.feed_frozen.is_set():  # a silently dead connection
+                        plane.feed_thaw.wait(60)
+                        return
                     query = parse_qs(url.query)
                     after = query.get("after", [""])[0]
                     with plane.changed:
@@ -77,12 +88,15 @@ class FeedPlane:
                         version = plane.version
                     return self._send(200, {"version": str(version)})
                 plane.requests.append(("GET", url.path, dict(self.headers)))
+                plane.pools_flow.wait(30)
+                if plane.pool_status != 200:
+                    return self._send(plane.pool_status, {"detail": "Invalid or revoked token"})
                 if self.headers.get("If-None-Match") == plane.tag:
                     return self._send(
                         304, None, {"ETag": plane.tag, "Cache-Control": "private, max-age=0"}
                     )
                 return self._send(
-                    200, DECISION, {"ETag": plane.tag, "Cache-Control": "private, max-age=0"}
+                    200, plane.decision, {"ETag": plane.tag, "Cache-Control": "private, max-age=0"}
                 )
 
             def do_POST(self) -> None:
@@ -127,6 +141,8 @@ def _until(predicate: Any, timeout: float = 5.0) -> None:
 def plane() -> Iterator[FeedPlane]:
     made = FeedPlane()
     yield made
+    made.feed_thaw.set()
+    made.pools_flow.set()
     made.server.shutdown()
     made.server.server_close()
 
@@ -138,7 +154,9 @@ def test_with_a_live_feed_a_decision_is_kept_until_the_version_moves(
     try:
         _until(lambda: client.feed_live)
         decision = client.pool("auto/thrifty")
-        clock.now += 3600  # no valid_until and a live feed: time alone does not expire it
+        # No valid_until and a live feed: time alone does not expire it, within the
+        # feed's proof of life (wait + margin after its last answer).
+        clock.now += client.feed_wait_seconds + client.feed_margin_seconds - 1
         assert client.pool("auto/thrifty") is decision
         assert plane.pool_requests() == 1
         generation = client.generation
@@ -238,8 +256,12 @@ def test_without_batch_endpoints_reports_go_one_by_one(plane: FeedPlane, clock: 
         assert client.flush()
     finally:
         client.close()
+    observed = datetime.fromtimestamp(clock.now, UTC).isoformat()
     assert plane.writes == [
-        ("/api/v1/connections/key-1/events", {"kind": "rate_limited", "retry_after_seconds": 3.0}),
+        (
+            "/api/v1/connections/key-1/events",
+            {"observed_at": observed, "kind": "rate_limited", "retry_after_seconds": 3.0},
+        ),
         (
             "/api/v1/spend",
             {

@@ -52,6 +52,8 @@ def decision(response: Any, before: datetime, after: datetime) -> dict[str, Any]
     computed_at = datetime.fromisoformat(body.pop("computed_at"))
     # The encoder writes milliseconds: allow the truncation below `before`.
     assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= computed_at <= after
+    # No budget is set in these tests: what a budget leaves is pinned in its own test.
+    assert body.pop("budget_left_usd") == {"cheap": None, "premium": None}
     return body
 
 

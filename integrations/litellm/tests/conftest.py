@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 # No network for LiteLLM's price map: its bundled copy.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The clients' report spools (one SQLite file per control plane and token): this run's own.
+os.environ.setdefault("OMNIROUTE_SPOOL_DIR", tempfile.mkdtemp(prefix="omniroute-spool-"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from server import OmniRouteServer

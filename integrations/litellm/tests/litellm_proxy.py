@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-READY_TIMEOUT = 120.0
+READY_TIMEOUT = 300.0  # the proxy imports for minutes on a loaded two-core machine
 MASTER_KEY = "sk-e2e-master-key"
 
 

@@ -60,7 +60,7 @@ def _read(omniroute: OmniRouteServer, connection_id: str, reset: float, left: fl
 
 
 def _first_seat(router: OmniRouteRouter) -> str:
-    entry = router.dispatcher.decision("auto/subscription").candidates[0]
+    entry = router._run(router.dispatcher.adecision("auto/subscription")).candidates[0]
     return str(entry["allowed_connection_ids"][0])
 
 
@@ -126,7 +126,7 @@ def test_the_soonest_resetting_seat_serves_first(
 ) -> None:
     router = _setup(omniroute, upstreams, "f")
     try:
-        entry = router.dispatcher.decision("auto/subscription").candidates[0]
+        entry = router._run(router.dispatcher.adecision("auto/subscription")).candidates[0]
         assert entry["allowed_connection_ids"] == ["f-soon", "f-late"]
         for _ in range(3):
             router.completion(model="auto/subscription", messages=MESSAGES)

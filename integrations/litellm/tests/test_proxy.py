@@ -146,3 +146,21 @@ def test_other_models_pass_through_the_proxy_untouched(
     assert answer.headers["x-litellm-model-group"] == "mini"
     assert upstreams["cheap"].served_count() == served + 1
     assert len(omniroute.ledger("x-")) == before  # not an OmniRoute request: nothing reported
+
+
+def test_the_dispatch_group_is_hidden_refused_and_the_auto_ids_go_through_the_ladder(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream], proxy: LiteLLMProxy
+) -> None:
+    routed = proxy.chat("auto/thrifty")
+    assert routed.status_code == 200, routed.text
+    group = routed.headers["x-litellm-model-group"]
+    assert group.startswith("omniroute-dispatch-")
+    served = {name: upstream.served_count() for name, upstream in upstreams.items()}
+    auth = {"Authorization": f"Bearer {MASTER_KEY}"}
+
+    listed = httpx.get(proxy.base_url + "/v1/models", headers=auth, timeout=10).json()
+    direct = proxy.chat(group)
+
+    assert not [m["id"] for m in listed["data"] if m["id"].startswith("omniroute-dispatch-")]
+    assert direct.status_code == 400, direct.text
+    assert {name: upstream.served_count() for name, upstream in upstreams.items()} == served

@@ -84,7 +84,7 @@ def first_poll(omniroute: OmniRouteServer, connection_id: str) -> dict[str, Any]
 
 
 def plan_in_pool(router: OmniRouteRouter, connection_id: str) -> bool:
-    decision = router.dispatcher.decision("auto/subscription")
+    decision = router._run(router.dispatcher.adecision("auto/subscription"))
     return any(
         connection_id in [c["connection_id"], *(c["allowed_connection_ids"] or [])]
         for c in decision.candidates

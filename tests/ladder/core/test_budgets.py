@@ -210,3 +210,21 @@ def test_the_utc_day_of_an_instant_is_its_day_in_utc() -> None:
         utc_day(datetime(2026, 11, 29, 23, 59, 59, tzinfo=UTC)),
         utc_day(datetime(2026, 11, 30, 0, 0, tzinfo=UTC)),
     ] == [date(2026, 11, 29), date(2026, 11, 29), date(2026, 11, 30)]
+
+
+def test_a_decision_carries_what_each_budget_still_allows() -> None:
+    config = LadderConfig(cheap_budget_usd=Decimal("5"), premium_budget_usd=None)
+    window_end = datetime(2026, 12, 1, tzinfo=UTC)
+    candidates = [pinned("or", provider="openrouter", model="mini")]
+
+    def left(spent: str) -> tuple[Decimal | None, Decimal | None]:
+        spend = {Rung.CHEAP: RungSpend(Decimal(spent), window_end)}
+        decided = run(
+            THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, spend=spend, config=config
+        )
+        return decided.budget_left_usd
+
+    assert left("1.25") == (Decimal("3.75"), None)
+    assert left("7") == (Decimal("0"), None)  # overspent: nothing left, never negative
+    unbudgeted = run(THRIFTY, candidates, LADDER_VIEWS, tiers=LADDER_TIERS, config=LadderConfig())
+    assert unbudgeted.budget_left_usd == (None, None)

@@ -13,16 +13,23 @@ How a request for `auto/thrifty` runs (the hooks of LiteLLM that work, issue #15
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
+import threading
 import time
 import uuid
 from typing import Any, cast
 
+import httpx
 from litellm.integrations.custom_logger import CustomLogger
-from omniroute_client import ControlPlaneUnavailable, Decision, NotFound, OmniRouteClient
-from omniroute_client.decisions import pool_key
+from omniroute_client import (
+    AsyncOmniRouteClient,
+    ControlPlaneUnavailable,
+    Decision,
+    NotFound,
+    OmniRouteError,
+    TokenRejected,
+)
 
 from .conversation import conversation_of
 from .model_list import (
@@ -37,6 +44,12 @@ from .model_list import (
 log = logging.getLogger("omniroute_litellm")
 PLAN_RUNGS = ("subscription", "keyless")
 META = "omniroute"
+DISPATCH_PREFIX = "omniroute-dispatch-"
+# Plan logins: their deployments carry zero cost, so LiteLLM's own accounting agrees with
+# the ledger (a plan request bills nothing).
+PLAN_AUTH_TYPES = ("oauth", "subscription")
+# Start-up registration with the control plane down: tried again in the background.
+REGISTER_RETRY_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0)
 # A request's dispatch state is dropped when it ends; one whose end was never seen (a
 # front end that lost it) is dropped after this long.
 REQUEST_STATE_TTL_SECONDS = 900.0
@@ -56,8 +69,21 @@ class NoCapacity(Exception):
         self.auto_id = auto_id
         self.retry_after = retry_after
         self.decision = decision
+        self.reason = reason
         why = f" ({reason})" if reason else ""
         super().__init__(f"{auto_id}: no capacity{why}; retry after {retry_after} s")
+
+
+class ControlPlaneDown(NoCapacity):
+    """The control plane is unreachable and this auto id may serve nothing without it
+    (subscription at once; thrifty past its last decision and any static fallback).
+    The proxy answers 503."""
+
+
+class GatewayTokenRejected(NoCapacity):
+    """The control plane rejected the gateway token (401/403): nothing is routed until
+    the token is fixed. The proxy answers 503 naming it; counted in the client's
+    `metrics()["token_rejected"]`."""
 
 
 class Dispatcher:
@@ -65,23 +91,96 @@ class Dispatcher:
     order and tries, and the reports."""
 
     def __init__(
-        self, client: OmniRouteClient, model_list: list[dict[str, Any]], *, register: bool = True
+        self,
+        client: AsyncOmniRouteClient,
+        model_list: list[dict[str, Any]],
+        *,
+        register: bool = True,
+        static_fallback: list[str] | None = None,
     ) -> None:
         self.client = client
-        self.dispatch_group = f"omniroute-dispatch-{uuid.uuid4().hex[:8]}"
+        self.dispatch_group = f"{DISPATCH_PREFIX}{uuid.uuid4().hex[:8]}"
         self.candidates: list[Candidate] = build_candidates(model_list, self.dispatch_group + ":")
         self.deployments: dict[str, Deployment] = {
             d.dispatch_id: d for candidate in self.candidates for d in candidate.deployments
         }
-        aliases = client.provider_aliases()
-        self.server_has_aliases = aliases is not None
+        # Until the control plane has answered: a current server (it has provider aliases).
+        self.server_has_aliases = True
         # The server stores providers normalised (trimmed, lower-cased, through its aliases).
-        self.aliases: dict[str, str] = aliases or {}
+        self.aliases: dict[str, str] = {}
         self.pool_body = pool_candidates(self.candidates, self.server_has_aliases)
+        self.static_fallback = list(static_fallback or [])
+        self._set_static_fallback()
         self.requests: dict[str, dict[str, Any]] = {}
-        self._keys: dict[str, str] = {}
+        # (request token, dispatch id) -> the budget ticket of that attempt, until its
+        # success or failure is reported (LiteLLM reports after the call has returned).
+        self.tickets: dict[tuple[str, str], tuple[str, float]] = {}
+        self.registered = threading.Event()
+        self._stop = threading.Event()
+        self.start_up_error: Exception | None = None
+        try:
+            self._start_up(register)
+        except (httpx.TransportError, OmniRouteError) as error:
+            # The control plane is down at start: keep trying in the background; requests
+            # meanwhile are served per the fail modes (README, "Failure").
+            self.start_up_error = error
+            log.warning("omniroute: the control plane is unreachable at start (%s)", error)
+            threading.Thread(
+                target=self._retry_start_up, args=(register,), name="omniroute-start", daemon=True
+            ).start()
+
+    def _start_up(self, register: bool) -> None:
+        aliases = self.client.provider_aliases()
+        self.server_has_aliases = aliases is not None
+        self.aliases = aliases or {}
+        self.pool_body = pool_candidates(self.candidates, self.server_has_aliases)
+        self._set_static_fallback()
         if register:
             self.register()
+        self.start_up_error = None
+        self.registered.set()
+
+    def _retry_start_up(self, register: bool) -> None:
+        attempt = 0
+        while not self._stop.wait(REGISTER_RETRY_SECONDS[min(attempt, 4)]):
+            attempt += 1
+            try:
+                self._start_up(register)
+                log.warning("omniroute: registered with the control plane")
+                return
+            except httpx.TransportError as error:
+                self.start_up_error = error
+            except OmniRouteError as error:  # a rejected token: still worth retrying
+                self.start_up_error = error
+                log.error("omniroute: start-up registration failed: %s", error)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _set_static_fallback(self) -> None:
+        """The operator's static fallback of `auto/thrifty` (connection ids, in order) as
+        the client's: served when the control plane is unreachable and the last decision
+        is past its validity bound."""
+        entries = []
+        for connection_id in self.static_fallback:
+            for candidate in self.candidates:
+                if connection_id in candidate.connection_ids:
+                    entries.append(
+                        {
+                            "ref": candidate.ref,
+                            "provider": catalog_provider(
+                                candidate.provider, self.server_has_aliases
+                            ),
+                            "model": candidate.model,
+                            "connection_id": connection_id,
+                            "rung": None,
+                        }
+                    )
+                    break
+            else:
+                raise ValueError(f"static_fallback: no deployment names {connection_id!r}")
+        if entries:
+            self.client.static_fallback["auto/thrifty"] = entries
 
     def copies(self) -> list[dict[str, Any]]:
         """The hidden dispatch group: a copy of every OmniRoute deployment."""
@@ -89,7 +188,16 @@ class Dispatcher:
         for deployment in self.deployments.values():
             twin = copy.deepcopy(deployment.original)
             twin["model_name"] = self.dispatch_group
-            twin["model_info"] = {**(twin.get("model_info") or {}), "id": deployment.dispatch_id}
+            # Not listed by the proxy's /v1/models (and refused when called directly).
+            twin["model_info"] = {
+                **(twin.get("model_info") or {}),
+                "id": deployment.dispatch_id,
+                "discoverable": False,
+            }
+            if deployment.auth_type in PLAN_AUTH_TYPES:
+                params = twin.setdefault("litellm_params", {})
+                params["input_cost_per_token"] = 0.0
+                params["output_cost_per_token"] = 0.0
             twins.append(twin)
         return twins
 
@@ -133,31 +241,33 @@ class Dispatcher:
 
     # -- the decision and the order -----------------------------------------------------
 
-    def decision(self, auto_id: str) -> Decision:
+    async def adecision(self, auto_id: str) -> Decision:
+        """The decision of `auto_id` (a kept one: no round trip), on the async client."""
         try:
-            return self.client.pool(auto_id, self.pool_body)
+            return await self.client.pool(auto_id, self.pool_body)
         except ControlPlaneUnavailable as error:
-            raise NoCapacity(auto_id, None, reason="control plane unreachable") from error
+            retry = self.client.breaker.open_seconds or None
+            raise ControlPlaneDown(auto_id, retry, reason=str(error)) from error
+        except TokenRejected as error:
+            raise GatewayTokenRejected(auto_id, None, reason=str(error)) from error
         except NotFound as error:
             raise NoCapacity(auto_id, None, reason=str(error)) from error
 
-    async def adecision(self, auto_id: str) -> Decision:
-        key = self._keys.get(auto_id)
-        if key is None:  # the pool body never changes: its cache key is made once
-            key = self._keys[auto_id] = pool_key(auto_id, self.pool_body)
-        kept = self.client._fresh(key, self.client.clock())
-        if kept is not None:
-            return kept  # no round trip, no thread hop
-        return await asyncio.to_thread(self.decision, auto_id)
-
     def prepare(self, decision: Decision, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The Router call's arguments for this decision (an empty pool: `NoCapacity`)."""
+        """The Router call's arguments for this decision (an empty pool: `NoCapacity`).
+        A budgeted rung this gateway has spent locally since the decision is left out."""
         kwargs = dict(kwargs)
         conversation = conversation_of(kwargs)
         # Soft stickiness (omniroute_client.sticky): the connection this conversation used
         # last goes first in an entry of its rung that still lists it.
         entries = self.client.sticky.prefer(conversation, decision.candidates)
-        order = dispatch_order(cast(list[dict[str, Any]], entries), self.candidates)
+        order = [
+            (deployment, rung)
+            for deployment, rung in dispatch_order(
+                cast(list[dict[str, Any]], entries), self.candidates
+            )
+            if not self._spent_locally(decision, rung)
+        ]
         if not order:
             raise NoCapacity(decision.auto_id, decision.retry_after(self.client.clock()), decision)
         token = uuid.uuid4().hex
@@ -166,6 +276,7 @@ class Dispatcher:
             "order": [d.dispatch_id for d, _ in order],
             "tried": set(),
             "at": time.monotonic(),
+            "decision": decision,
         }
         metadata = dict(kwargs.get("metadata") or {})
         metadata[META] = {
@@ -182,6 +293,15 @@ class Dispatcher:
         }
         return token, call
 
+    def _spent_locally(self, decision: Decision, rung: str | None) -> bool:
+        budget = getattr(self.client, "budget", None)  # a client without budgets: none
+        if rung is None or budget is None:
+            return False
+        left = budget.left(decision, rung)
+        if left is None:
+            return False
+        return left <= 0 or budget.estimate(rung) > left + 1e-9
+
     def finish(self, token: str | None) -> None:
         self.requests.pop(str(token), None)
 
@@ -189,6 +309,8 @@ class Dispatcher:
         cutoff = time.monotonic() - REQUEST_STATE_TTL_SECONDS
         for token in [t for t, state in self.requests.items() if state["at"] < cutoff]:
             self.requests.pop(token, None)
+        for key in [k for k, (_, at) in self.tickets.items() if at < cutoff]:
+            self.client.release(self.tickets.pop(key)[0])
 
     def next_deployment(
         self, model: str, healthy_deployments: list, request_kwargs: dict | None
@@ -199,14 +321,24 @@ class Dispatcher:
             return healthy_deployments
         state = self.requests.get(str(token_of(request_kwargs)))
         if state is None:
-            return healthy_deployments
+            return []  # a direct call to the dispatch group: refused, never a bypass
         by_id = {(d.get("model_info") or {}).get("id"): d for d in healthy_deployments}
+        rungs = ((request_kwargs or {}).get("metadata") or {}).get(META, {}).get("rungs") or {}
         for dispatch_id in state["order"]:
             if dispatch_id in state["tried"]:
                 continue
             state["tried"].add(dispatch_id)
-            if dispatch_id in by_id:
-                return [by_id[dispatch_id]]
+            if dispatch_id not in by_id:
+                continue
+            # The budget under a burst: this attempt's estimate is debited now; a rung
+            # the debits have spent is skipped.
+            reserve = getattr(self.client, "reserve", None)
+            ticket = reserve(state["decision"], rungs.get(dispatch_id)) if reserve else ""
+            if ticket is None:
+                continue
+            token = str(token_of(request_kwargs))
+            self.tickets[(token, dispatch_id)] = (ticket, time.monotonic())
+            return [by_id[dispatch_id]]
         return []
 
     # -- reports ------------------------------------------------------------------------
@@ -233,6 +365,7 @@ class Dispatcher:
             if k.startswith("llm_provider-")
         }
         self.client.report_response(deployment.connection_id, 200, headers)
+        ticket = self._ticket(meta, deployment.dispatch_id)
         usage = getattr(response, "usage", None)
         rung = (meta.get("rungs") or {}).get(deployment.dispatch_id)
         self.client.sticky.remember(meta.get("conversation"), rung, deployment.connection_id)
@@ -252,11 +385,21 @@ class Dispatcher:
                 "output_tokens": getattr(usage, "completion_tokens", None),
             },
             may_cross_budget=rung not in (*PLAN_RUNGS, "free"),
+            **({"ticket": ticket} if ticket else {}),
         )
+
+    def _ticket(self, meta: dict, dispatch_id: str) -> str | None:
+        kept = self.tickets.pop((str(meta.get("token")), dispatch_id), None)
+        return kept[0] if kept is not None else None
 
     def on_failure(self, kwargs: dict) -> None:
         found = self.deployment_of(kwargs)
-        if found is not None and kwargs.get("exception") is not None:
+        if found is None:
+            return
+        ticket = self._ticket(found[1], found[0].dispatch_id)
+        if ticket:
+            self.client.release(ticket)
+        if kwargs.get("exception") is not None:
             self.client.report_exception(found[0].connection_id, kwargs["exception"])
 
 

@@ -19,7 +19,10 @@ round trip when nothing changed) and points the request at the dispatch group wi
 deployment of the decision's order before each attempt; the success and failure hooks
 report events and spend. An empty pool is answered 429 with `Retry-After` (seconds until
 `next_change_at`, when known) at once: the Router is never called, so no metered
-deployment is ever tried for `auto/subscription`."""
+deployment is ever tried for `auto/subscription`. An unreachable control plane (where the
+auto id may serve nothing without it) and a rejected gateway token are answered 503;
+nothing the handler meets is answered 500. The dispatch group is hidden from the model
+listings and refused when asked for directly."""
 
 from __future__ import annotations
 
@@ -27,12 +30,21 @@ import asyncio
 import logging
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from omniroute_client import OmniRouteClient
+from omniroute_client import AsyncOmniRouteClient
 
 from .conversation import EXPLICIT
-from .dispatch import Dispatcher, DispatchHooks, NoCapacity, token_of
+from .dispatch import (
+    DISPATCH_PREFIX,
+    ControlPlaneDown,
+    Dispatcher,
+    DispatchHooks,
+    GatewayTokenRejected,
+    NoCapacity,
+    token_of,
+)
 
 log = logging.getLogger("omniroute_litellm")
 # The call types whose body is a chat request the dispatch group can serve.
@@ -48,14 +60,16 @@ class OmniRouteProxyHandler(DispatchHooks):
         token: str | None = None,
         *,
         client_options: dict[str, Any] | None = None,
-        client: OmniRouteClient | None = None,
+        client: AsyncOmniRouteClient | None = None,
         router: Any = None,
+        static_fallback: list[str] | None = None,
     ) -> None:
         super().__init__(None)
         self.control_plane_url = control_plane_url
         self.token = token
         self.client_options = client_options or {}
         self.client = client
+        self.static_fallback = static_fallback
         self.router = router  # default: the proxy's Router, found on the first request
         self._lock: asyncio.Lock | None = None
 
@@ -71,9 +85,9 @@ class OmniRouteProxyHandler(DispatchHooks):
     def _build(self, router: Any) -> Dispatcher:
         if self.client is None:
             url, token = self._settings()
-            self.client = OmniRouteClient(url, token, **self.client_options)
+            self.client = AsyncOmniRouteClient(url, token, **self.client_options)
         model_list = [_as_dict(d) for d in router.model_list]
-        dispatcher = Dispatcher(self.client, model_list)
+        dispatcher = Dispatcher(self.client, model_list, static_fallback=self.static_fallback)
         if not getattr(router, "disable_cooldowns", False):
             log.warning(
                 "omniroute: set router_settings.disable_cooldowns: true in config.yaml; "
@@ -113,6 +127,8 @@ class OmniRouteProxyHandler(DispatchHooks):
         self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str
     ) -> dict:
         model = data.get("model")
+        if isinstance(model, str) and model.startswith(DISPATCH_PREFIX):
+            raise refused_answer(model)  # the hidden group: never a way around the ladder
         if not (isinstance(model, str) and model.startswith("auto/")):
             return data
         if call_type not in ROUTED_CALL_TYPES:
@@ -123,9 +139,18 @@ class OmniRouteProxyHandler(DispatchHooks):
             _, call = dispatcher.prepare(decision, data)
         except NoCapacity as error:
             raise no_capacity_answer(error) from error
+        except Exception as error:  # never a 500 for the ladder's own failure
+            log.exception("omniroute: routing %s failed", model)
+            raise no_capacity_answer(ControlPlaneDown(model, None, reason=str(error))) from error
         data.update(call)
         data.pop(EXPLICIT, None)  # a conversation key for stickiness, never for the upstream
         return data
+
+    async def async_filter_listed_models(
+        self, user_api_key_dict: Any, model_names: Sequence[str]
+    ) -> Sequence[str]:
+        """/v1/models and the other listings: the dispatch group is not a model."""
+        return [name for name in model_names if not str(name).startswith(DISPATCH_PREFIX)]
 
     async def async_post_call_success_hook(
         self, data: dict, user_api_key_dict: Any, response: Any
@@ -144,19 +169,44 @@ class OmniRouteProxyHandler(DispatchHooks):
         if self.dispatcher is not None:
             self.dispatcher.finish(token_of(request_data))
 
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
+    async def aclose(self, timeout: float = 10.0) -> bool:
+        """Safe shutdown (the proxy's shutdown, after its last request): LiteLLM's queued
+        callbacks, then every report (what is left stays in the spool file)."""
+        from .router import drain_litellm_callbacks
+
+        await drain_litellm_callbacks(timeout)
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        if self.client is None:
+            return True
+        return await self.client.aclose(timeout)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        return self.client.close(timeout) if self.client is not None else True
 
 
 def no_capacity_answer(error: NoCapacity) -> Exception:
-    """429 with Retry-After (whole seconds, rounded up) when the control plane knows when."""
+    """An empty pool: 429 with Retry-After (whole seconds, rounded up) when the control
+    plane knows when. An unreachable control plane or a rejected gateway token: 503
+    (with Retry-After: the breaker's period, for the former)."""
     from fastapi import HTTPException
 
     headers = {}
     if error.retry_after is not None:
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after)))
-    return HTTPException(status_code=429, detail=str(error), headers=headers or None)
+    status = 503 if isinstance(error, (ControlPlaneDown, GatewayTokenRejected)) else 429
+    return HTTPException(status_code=status, detail=str(error), headers=headers or None)
+
+
+def refused_answer(model: str) -> Exception:
+    from fastapi import HTTPException
+
+    return HTTPException(
+        status_code=400,
+        detail=f"{model} is internal to OmniRoute; ask for auto/subscription or auto/thrifty",
+    )
 
 
 def _proxy_router() -> Any:

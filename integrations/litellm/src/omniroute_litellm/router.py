@@ -7,17 +7,19 @@ Router untouched."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import litellm
 from litellm import Router
-from omniroute_client import OmniRouteClient
+from omniroute_client import AsyncOmniRouteClient
 
 from .dispatch import Dispatcher, DispatchHooks, NoCapacity
 
 T = TypeVar("T")
+log = logging.getLogger("omniroute_litellm")
 _CALLBACK_LISTS = (
     "callbacks",
     "_async_success_callback",
@@ -40,13 +42,18 @@ class OmniRouteRouter:
         control_plane_url: str,
         token: str,
         *,
-        client: OmniRouteClient | None = None,
+        client: AsyncOmniRouteClient | None = None,
         client_options: dict[str, Any] | None = None,
         register: bool = True,
+        static_fallback: list[str] | None = None,
         **router_kwargs: Any,
     ) -> None:
-        self.client = client or OmniRouteClient(control_plane_url, token, **(client_options or {}))
-        self.dispatcher = Dispatcher(self.client, model_list, register=register)
+        self.client = client or AsyncOmniRouteClient(
+            control_plane_url, token, **(client_options or {})
+        )
+        self.dispatcher = Dispatcher(
+            self.client, model_list, register=register, static_fallback=static_fallback
+        )
         self.dispatch_group = self.dispatcher.dispatch_group
         self.candidates = self.dispatcher.candidates
         self.deployments = self.dispatcher.deployments
@@ -96,12 +103,49 @@ class OmniRouteRouter:
                 ).start()
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def close(self) -> None:
-        """Flush the reports and stop the client's threads."""
+    async def aclose(self, timeout: float = 10.0) -> bool:
+        """Safe shutdown, after the last request has returned: wait for the success and
+        failure callbacks LiteLLM has not run yet (its logging worker), then send every
+        report (at most `timeout` seconds; what is left stays in the spool file). True
+        when everything was acknowledged."""
+        await drain_litellm_callbacks(timeout)
         remove_callbacks(self.hooks)
-        self.client.close()
+        self.dispatcher.stop()
+        drained = await self.client.aclose(timeout)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        return drained
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """`aclose` from synchronous code (not from inside a running event loop: there,
+        `await router.aclose()`)."""
+        if self._loop is not None:
+            future = asyncio.run_coroutine_threadsafe(drain_litellm_callbacks(timeout), self._loop)
+            future.result(timeout + 1)
+        else:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                asyncio.run(drain_litellm_callbacks(timeout))
+        remove_callbacks(self.hooks)
+        self.dispatcher.stop()
+        drained = self.client.close(timeout)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        return drained
+
+
+async def drain_litellm_callbacks(timeout: float) -> None:
+    """Wait (at most `timeout` s) for LiteLLM's queued logging callbacks: the success and
+    failure hooks that report spend and events run there after a response returned."""
+    try:
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+    except ImportError:  # an older LiteLLM runs them as tasks of their own
+        return
+    try:
+        await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout)
+    except (TimeoutError, RuntimeError) as error:
+        log.warning("omniroute: LiteLLM's callbacks not drained: %s", error)
 
 
 def remove_callbacks(hooks: object) -> None:

@@ -1,7 +1,13 @@
 """Gateway-side client of the OmniRoute control plane (see README.md)."""
 
 from .client import AsyncOmniRouteClient, OmniRouteClient
-from .decisions import ControlPlaneUnavailable, Decision, NotFound, OmniRouteError
+from .decisions import (
+    ControlPlaneUnavailable,
+    Decision,
+    NotFound,
+    OmniRouteError,
+    TokenRejected,
+)
 from .events import event_for_exception, event_for_response, understood_headers
 from .sticky import StickyConnections, conversation_key
 
@@ -13,6 +19,7 @@ __all__ = [
     "OmniRouteClient",
     "OmniRouteError",
     "StickyConnections",
+    "TokenRejected",
     "conversation_key",
     "event_for_exception",
     "event_for_response",

@@ -1,41 +1,57 @@
 """Sync and async clients of the OmniRoute control plane, on httpx with keep-alive.
 
 `pool()` serves a kept decision while it is fresh (no round trip), revalidates it with
-`If-None-Match` once it is not, and coalesces concurrent identical requests into one.
-A background thread follows the change feed (`GET /changes`) and, when it moves, fetches
-the recently used decisions again before retiring the old ones; without it (404 or
-down) decisions are revalidated at least every `revalidate_seconds`. Spend and events go to a
-background reporter in batches. The gateway's own events invalidate its decisions at once.
+`If-None-Match` once it is not, and makes one fetch per key at a time whose outcome, a
+decision or a failure, every concurrent caller shares (`flight.SingleFlight`); a short
+circuit breaker (`flight.Breaker`) answers from the fail modes at once while the control
+plane is unreachable. A background thread follows the change feed (`GET /changes`) and,
+when it moves, fetches the recently used decisions again before retiring the old ones;
+a feed with no answer for `feed_wait_seconds + feed_margin_seconds` is blind, and no kept
+decision is served again before it is revalidated. Without the feed (404 or down)
+decisions are revalidated at least every `revalidate_seconds`. Spend and events go to a
+background reporter through a durable spool. The gateway's own events invalidate its
+decisions at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from .budget import BudgetTracker
 from .decisions import (
     ControlPlaneUnavailable,
     Decision,
     Entry,
     NotFound,
     OmniRouteError,
+    TokenRejected,
     freshness,
     is_thrifty,
+    parse_time,
     pool_key,
 )
 from .events import event_for_exception, event_for_response
+from .flight import Breaker, SingleFlight
 from .reporter import Reporter
 from .sticky import StickyConnections
 
 log = logging.getLogger("omniroute_client")
 
 FEED_WAIT_SECONDS = 25
+# A long poll is answered by the end of its `wait` (a heartbeat: the same version when
+# nothing moved); no answer by `wait` + this margin means the feed is blind.
+FEED_MARGIN_SECONDS = 5.0
 FEED_RETRY_SECONDS = 30.0
 # When the feed moves: how many of the most recently fetched decisions are fetched again
 # before the old ones are retired, and for how long at most (past it, the rest are
@@ -61,7 +77,26 @@ class _Base:
         refresh_on_change: bool = True,
         sticky_conversations: int = 10_000,
         sticky_ttl_seconds: float = 3600.0,
+        feed_wait_seconds: float = FEED_WAIT_SECONDS,
+        feed_margin_seconds: float = FEED_MARGIN_SECONDS,
+        breaker_seconds: float = 2.0,
+        breaker_threshold: int = 1,
+        static_fallback: Mapping[str, list[dict[str, Any]]] | None = None,
+        spool_path: str | None = None,
+        request_estimate_usd: Mapping[str, float] | None = None,
     ) -> None:
+        if not 0 < feed_wait_seconds <= 30 or feed_margin_seconds <= 0:
+            raise ValueError("feed_wait_seconds must be in (0, 30] and feed_margin_seconds > 0")
+        for auto_id in static_fallback or {}:
+            if not is_thrifty(auto_id):
+                raise ValueError(f"static_fallback: {auto_id} fails closed; only thrifty ids")
+        self.static_fallback = {k: list(v) for k, v in (static_fallback or {}).items()}
+        self.feed_wait_seconds = feed_wait_seconds
+        self.feed_margin_seconds = feed_margin_seconds
+        self.feed_proven_at: float | None = None  # the client clock at the feed's last answer
+        self.flights = SingleFlight()
+        self.breaker = Breaker(threshold=breaker_threshold, open_seconds=breaker_seconds)
+        self.budget = BudgetTracker(request_estimate_usd)
         self.invalidate_on_readings = invalidate_on_readings
         # Soft stickiness by conversation key (sticky.py): in memory, never a round trip.
         self.sticky = StickyConnections(
@@ -84,13 +119,25 @@ class _Base:
         self.feed_version: str | None = None
         self.ref_supported = True
         self.failing: set[str] = set()  # connections whose last reported event was a failure
-        self.stats = {"hits": 0, "fetches": 0, "not_modified": 0, "stale_served": 0}
+        self.stats = {
+            "hits": 0,
+            "fetches": 0,
+            "not_modified": 0,
+            "stale_served": 0,
+            "static_served": 0,
+            "blind_revalidations": 0,
+            "unavailable": 0,
+            "short_circuited": 0,
+            "token_rejected": 0,
+        }
         self._closed = threading.Event()
         self.reporter = Reporter(
             self._sync_client(10.0),
             max_queue=max_queue,
             flush_interval=flush_interval,
             on_landed=self._landed,
+            on_acked=self._acked,
+            spool_path=spool_path or default_spool_path(self.base_url, token),
         )
         self._feed_thread: threading.Thread | None = None
         if follow_changes:
@@ -109,10 +156,23 @@ class _Base:
         with self.lock:
             self.generation += 1
 
+    def blind(self, now: float) -> bool:
+        """The feed is followed but has not proven itself alive within `wait` + margin
+        (a frozen connection, a balancer that dropped it silently): what it would have
+        said is unknown."""
+        proven = self.feed_proven_at
+        bound = self.feed_wait_seconds + self.feed_margin_seconds
+        return self.feed_live and (proven is None or now - proven > bound)
+
     def _fresh(self, key: str, now: float) -> Decision | None:
         with self.lock:
             entry = self.entries.get(key)
             if entry and entry.generation == self.generation and entry.fresh_until > now:
+                if self.blind(now):
+                    # No decision is used more than wait + margin after the last proof
+                    # that the feed was live: revalidate it first (a 304 is cheap).
+                    self.stats["blind_revalidations"] += 1
+                    return None
                 self.stats["hits"] += 1
                 return entry.decision
         return None
@@ -147,6 +207,7 @@ class _Base:
         previous: Entry | None,
         generation: int,
         candidates: list[dict[str, Any]] | None,
+        sent_at: float,
     ) -> Decision:
         now = self.clock()
         status = response.status_code
@@ -156,11 +217,19 @@ class _Base:
         elif status == 200:
             body = response.json()
             self._restore_refs(body, candidates)
-            decision = Decision(body=body, etag=response.headers.get("etag"))
+            # A decision the server kept may predate the request: debits count from the
+            # earlier of the two instants (spec: "Budgets under bursts").
+            computed_at = parse_time(body.get("computed_at"))
+            if computed_at is not None:
+                sent_at = min(sent_at, computed_at)
+            decision = Decision(body=body, etag=response.headers.get("etag"), sent_at=sent_at)
             self.stats["fetches"] += 1
         elif status == 404:
             raise NotFound(response.text[:500])
-        elif status in (401, 403) or 400 <= status < 500:
+        elif status in (401, 403):
+            self.stats["token_rejected"] += 1
+            raise TokenRejected(f"the control plane rejected the gateway token ({status})")
+        elif 400 <= status < 500:
             raise OmniRouteError(f"control plane answered {status}: {response.text[:500]}")
         else:
             raise httpx.HTTPStatusError(f"{status}", request=response.request, response=response)
@@ -169,28 +238,43 @@ class _Base:
             status=status,
             cache_control=response.headers.get("cache-control"),
             body_valid_until=decision.valid_until,
-            feed_live=self.feed_live,
+            feed_live=self.feed_live and not self.blind(now),
             revalidate_seconds=self.revalidate_seconds,
         )
         with self.lock:
             self.entries[key] = Entry(decision, until, now, generation)
+        if status == 200:
+            self.budget.new_decision(key, decision)
         return decision
 
-    def _fallback(self, key: str, auto_id: str, error: Exception) -> Decision:
-        """The control plane did not answer: thrifty keeps its last good decision for
-        `stale_grace_seconds`; subscription fails closed."""
+    def _fallback(self, key: str, auto_id: str, error: Exception | None) -> Decision:
+        """The control plane did not answer (or the breaker is open): thrifty serves its
+        last decision while it is within its validity bound (its `valid_until`, and at
+        most `stale_grace_seconds` after it was last confirmed), then the operator's
+        static fallback; subscription fails closed (`ControlPlaneUnavailable`)."""
         with self.lock:
             entry = self.entries.get(key)
         now = self.clock()
-        if (
-            entry is not None
-            and is_thrifty(auto_id)
-            and entry.decision.body.get("fail_mode", "open") == "open"
-            and now - entry.fetched_at <= self.stale_grace_seconds
-        ):
-            self.stats["stale_served"] += 1
-            return Decision(entry.decision.body, entry.decision.etag, stale=True)
-        raise ControlPlaneUnavailable(f"{auto_id}: control plane unreachable ({error})") from error
+        why = f"control plane unreachable ({error})" if error else "circuit breaker open"
+        if is_thrifty(auto_id):
+            if entry is not None and entry.decision.body.get("fail_mode", "open") == "open":
+                valid_until = entry.decision.valid_until
+                if now - entry.fetched_at <= self.stale_grace_seconds and (
+                    valid_until is None or now < valid_until
+                ):
+                    self.stats["stale_served"] += 1
+                    return Decision(
+                        entry.decision.body,
+                        entry.decision.etag,
+                        stale=True,
+                        sent_at=entry.decision.sent_at,
+                    )
+            static = self.static_fallback.get(auto_id)
+            if static:
+                self.stats["static_served"] += 1
+                return static_decision(auto_id, static)
+        self.stats["unavailable"] += 1
+        raise ControlPlaneUnavailable(f"{auto_id}: {why}") from error
 
     def _prepare(
         self, auto_id: str, candidates: list[dict[str, Any]] | None
@@ -211,8 +295,13 @@ class _Base:
     # -- the change feed ------------------------------------------------------------------
 
     def _follow_changes(self) -> None:
+        # Read with a timeout just above the long poll's `wait`: the server answers by
+        # then (a heartbeat when nothing moved), so a longer silence is a dead connection.
+        bound = self.feed_wait_seconds + self.feed_margin_seconds
         feed = httpx.Client(
-            base_url=self.base_url, headers=self.headers, timeout=FEED_WAIT_SECONDS + 10
+            base_url=self.base_url,
+            headers=self.headers,
+            timeout=httpx.Timeout(bound, connect=self.timeout),
         )
         version: str | None = None
         try:
@@ -220,9 +309,10 @@ class _Base:
                 try:
                     params: dict[str, Any] = {"wait": 0}
                     if version is not None:
-                        params = {"after": version, "wait": FEED_WAIT_SECONDS}
+                        params = {"after": version, "wait": int(self.feed_wait_seconds)}
                     response = feed.get("/changes", params=params)
-                except httpx.HTTPError:
+                except httpx.HTTPError as error:
+                    log.warning("omniroute: the change feed is down (%s): blind", error)
                     self._feed_lost()
                     version = None
                     self._closed.wait(1.0)
@@ -234,6 +324,7 @@ class _Base:
                     self._closed.wait(FEED_RETRY_SECONDS if response.status_code == 404 else 1.0)
                     continue
                 new = str(response.json().get("version"))
+                self.feed_proven_at = self.clock()  # a heartbeat or a move: alive
                 if version is not None and new != version:
                     self._moved()
                 version = self.feed_version = new
@@ -278,7 +369,11 @@ class _Base:
         """One pool request on the synchronous HTTP client; the decision is kept under
         `generation` (the current one unless given)."""
         key, previous, current, headers = self._prepare(auto_id, candidates)
+        if not self.breaker.allow(self.clock()):
+            self.stats["short_circuited"] += 1
+            return self._fallback(key, auto_id, None)
         path = f"/pools/{auto_id}"
+        sent_at = time.time()
         try:
             if candidates is None:
                 response = self.http.get(path, headers=headers)
@@ -289,10 +384,32 @@ class _Base:
                 if self._is_ref_refusal(response):
                     self.ref_supported = False
                     response = self.http.post(path, json=self._request_body(candidates))
-            kept_as = current if generation is None else generation
-            return self._absorb(key, response, previous, kept_as, candidates)
-        except (httpx.TransportError, httpx.HTTPStatusError) as error:
-            return self._fallback(key, auto_id, error)
+        except httpx.TransportError as error:
+            return self._unreachable(key, auto_id, error)
+        kept_as = current if generation is None else generation
+        return self._answered(key, auto_id, response, previous, kept_as, candidates, sent_at)
+
+    def _unreachable(self, key: str, auto_id: str, error: Exception) -> Decision:
+        self.breaker.failure(self.clock())
+        return self._fallback(key, auto_id, error)
+
+    def _answered(
+        self,
+        key: str,
+        auto_id: str,
+        response: httpx.Response,
+        previous: Entry | None,
+        generation: int,
+        candidates: list[dict[str, Any]] | None,
+        sent_at: float,
+    ) -> Decision:
+        if response.status_code >= 500:
+            error = httpx.HTTPStatusError(
+                f"{response.status_code}", request=response.request, response=response
+            )
+            return self._unreachable(key, auto_id, error)
+        self.breaker.success()
+        return self._absorb(key, response, previous, generation, candidates, sent_at)
 
     def _feed_lost(self) -> None:
         if self.feed_live:
@@ -307,6 +424,23 @@ class _Base:
         # version: the feed covers it, unless the feed is not live.
         if (kind == "event" and invalidates) or (invalidates and not self.feed_live):
             self.invalidate()
+
+    def _acked(self, kind: str, bodies: list[dict[str, Any]]) -> None:
+        if kind == "spend":
+            self.budget.landed([str(body.get("request_id")) for body in bodies])
+
+    # -- budgets under bursts -------------------------------------------------------------
+
+    def reserve(self, decision: Decision, rung: str | None) -> str | None:
+        """Before sending a request to a candidate of `decision` on `rung`: a ticket (its
+        estimated cost debited locally), or None when the rung is spent locally, by this
+        client's debits since the decision (do not use it; the server's next decision
+        says more). Pass the ticket to `report_spend`, or to `release` when the request
+        billed nothing."""
+        return self.budget.reserve(decision, rung)
+
+    def release(self, ticket: str | None) -> None:
+        self.budget.release(ticket)
 
     def report_event(self, connection_id: str, event: dict[str, Any]) -> bool:
         """Queue an event (never blocks). A failure, or the success that ends one,
@@ -324,8 +458,13 @@ class _Base:
         invalidates = not routine or self.invalidate_on_readings
         if invalidates:
             self.invalidate()
-        item = {"connection_id": connection_id, **event}
-        return self.reporter.put("event", item, urgent=invalidates, invalidates=invalidates)
+        # When the gateway saw the answer: the server applies events in that order.
+        item = {"connection_id": connection_id, "observed_at": iso(self.clock()), **event}
+        # A routine success only carries a reading: the newest one waiting is enough.
+        coalesce = f"success:{connection_id}" if routine else None
+        return self.reporter.put(
+            "event", item, urgent=invalidates, invalidates=invalidates, coalesce_key=coalesce
+        )
 
     def report_response(
         self, connection_id: str, status_code: int, headers: Any = None, body: Any = None
@@ -347,24 +486,46 @@ class _Base:
             self.report_event(connection_id, event)
         return event
 
-    def report_spend(self, entry: dict[str, Any], *, may_cross_budget: bool = True) -> bool:
+    def report_spend(
+        self, entry: dict[str, Any], *, may_cross_budget: bool = True, ticket: str | None = None
+    ) -> bool:
         """Queue one spend entry (SpendEntry of the API; `request_id` is its idempotency key).
 
         Without a live change feed, the landing of spend that may cross a paid rung's budget
         invalidates the kept decisions; pass `may_cross_budget=False` for spend on a
         plan-included or free rung (it never counts against a budget) to spare the
         revalidation."""
+        cost = entry.get("cost_usd")
+        self.budget.settle(
+            ticket, str(entry.get("request_id")), float(cost) if cost is not None else None
+        )
         return self.reporter.put("spend", entry, invalidates=may_cross_budget)
 
     def flush(self, timeout: float = 10.0) -> bool:
         return self.reporter.flush(timeout)
+
+    def metrics(self) -> dict[str, Any]:
+        """What the client did, for the gateway's own metrics: the cache's counters, the
+        reports' (queued, sent, retried, dropped, rejected, coalesced, token_rejected,
+        pending), the breaker's and the feed's state."""
+        now = self.clock()
+        return {
+            **self.stats,
+            **{f"reports_{name}": value for name, value in self.reporter.metrics.items()},
+            "reports_pending": self.reporter.pending(),
+            "breaker_open": self.breaker.is_open(now),
+            "breaker_opened": self.breaker.opened,
+            "feed_live": self.feed_live,
+            "feed_blind": self.blind(now),
+        }
 
     # -- registration (start-up; blocking) --------------------------------------------------
 
     def call(self, method: str, path: str, body: Any = None) -> httpx.Response:
         response = self.http.request(method, path, json=body)
         if response.status_code in (401, 403):
-            raise OmniRouteError(f"{method} {path}: {response.status_code}")
+            self.stats["token_rejected"] += 1
+            raise TokenRejected(f"{method} {path}: the control plane rejected the gateway token")
         return response
 
     def provider_aliases(self) -> dict[str, str] | None:
@@ -374,38 +535,42 @@ class _Base:
             return None
         return {row["alias"]: row["provider"] for row in response.json()}
 
-    def _close_base(self) -> None:
-        self.reporter.close()
+    def _close_base(self, timeout: float = 10.0) -> bool:
+        drained = self.reporter.close(timeout)
         self._closed.set()
         self.http.close()
+        return drained
 
 
 class OmniRouteClient(_Base):
     """The synchronous client. Thread-safe; one per process is enough."""
-
-    def __init__(self, control_plane_url: str, token: str, **options: Any) -> None:
-        super().__init__(control_plane_url, token, **options)
-        self._key_locks: dict[str, threading.Lock] = {}
 
     def pool(self, auto_id: str, candidates: list[dict[str, Any]] | None = None) -> Decision:
         key = pool_key(auto_id, candidates)
         decision = self._fresh(key, self.clock())
         if decision is not None:
             return decision
-        with self.lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:  # concurrent identical requests: one asks, the others read its answer
-            decision = self._fresh(key, self.clock())
-            if decision is not None:
-                return decision
-            return self._fetch(auto_id, candidates)
+        # Concurrent identical requests: one asks, the others share its outcome (a
+        # decision, or the failure: a failed fetch is paid once, not once per waiter).
+        call, leader = self.flights.join(key)
+        if not leader:
+            call.done.wait()
+            return call.outcome()
+        try:
+            decision = self._fetch(auto_id, candidates)
+        except BaseException as error:
+            self.flights.finish(key, call, error=error)
+            raise
+        self.flights.finish(key, call, result=decision)
+        return decision
 
     def _fetch(self, auto_id: str, candidates: list[dict[str, Any]] | None) -> Decision:
         return self._fetch_sync(auto_id, candidates)
 
-    def close(self) -> None:
-        """Flush the reports and stop the background threads."""
-        self._close_base()
+    def close(self, timeout: float = 10.0) -> bool:
+        """Send what is queued (at most `timeout` seconds; what is left stays in the
+        spool file) and stop the background threads. True when everything was sent."""
+        return self._close_base(timeout)
 
     def __enter__(self) -> OmniRouteClient:
         return self
@@ -420,21 +585,35 @@ class AsyncOmniRouteClient(_Base):
 
     def __init__(self, control_plane_url: str, token: str, **options: Any) -> None:
         super().__init__(control_plane_url, token, **options)
-        self.ahttp = httpx.AsyncClient(
-            base_url=self.base_url, headers=self.headers, timeout=self.timeout
-        )
-        self._inflight: dict[str, asyncio.Future[Decision]] = {}
+        # One async HTTP client per event loop (its connections belong to the loop): a
+        # gateway may ask from its own loop and from a private one (a sync front end).
+        self._ahttp: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._inflight: dict[tuple[int, str], asyncio.Future[Decision]] = {}
+
+    @property
+    def ahttp(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        http = self._ahttp.get(loop)
+        if http is None:
+            for gone in [other for other in self._ahttp if other.is_closed()]:
+                del self._ahttp[gone]
+            http = self._ahttp[loop] = httpx.AsyncClient(
+                base_url=self.base_url, headers=self.headers, timeout=self.timeout
+            )
+        return http
 
     async def pool(self, auto_id: str, candidates: list[dict[str, Any]] | None = None) -> Decision:
         key = pool_key(auto_id, candidates)
         decision = self._fresh(key, self.clock())
         if decision is not None:
             return decision
-        pending = self._inflight.get(key)
-        if pending is not None:  # an identical request is asking: share its answer
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), key)  # a future belongs to its loop
+        pending = self._inflight.get(flight)
+        if pending is not None:  # an identical request is asking: share its outcome
             return await asyncio.shield(pending)
-        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
+        future: asyncio.Future[Decision] = loop.create_future()
+        self._inflight[flight] = future
         try:
             decision = await self._fetch(auto_id, candidates)
             future.set_result(decision)
@@ -444,11 +623,15 @@ class AsyncOmniRouteClient(_Base):
             future.exception()  # retrieved: no "never retrieved" warning when nobody waits
             raise
         finally:
-            del self._inflight[key]
+            del self._inflight[flight]
 
     async def _fetch(self, auto_id: str, candidates: list[dict[str, Any]] | None) -> Decision:
         key, previous, generation, headers = self._prepare(auto_id, candidates)
+        if not self.breaker.allow(self.clock()):
+            self.stats["short_circuited"] += 1
+            return self._fallback(key, auto_id, None)
         path = f"/pools/{auto_id}"
+        sent_at = time.time()
         try:
             if candidates is None:
                 response = await self.ahttp.get(path, headers=headers)
@@ -459,14 +642,61 @@ class AsyncOmniRouteClient(_Base):
                 if self._is_ref_refusal(response):
                     self.ref_supported = False
                     response = await self.ahttp.post(path, json=self._request_body(candidates))
-            return self._absorb(key, response, previous, generation, candidates)
-        except (httpx.TransportError, httpx.HTTPStatusError) as error:
-            return self._fallback(key, auto_id, error)
+        except httpx.TransportError as error:
+            return self._unreachable(key, auto_id, error)
+        return self._answered(key, auto_id, response, previous, generation, candidates, sent_at)
 
-    async def aclose(self) -> None:
-        await self.ahttp.aclose()
-        await asyncio.to_thread(self._close_base)
+    async def aclose(self, timeout: float = 10.0) -> bool:
+        for http in list(self._ahttp.values()):
+            with contextlib.suppress(RuntimeError):  # another loop's, already closed
+                await http.aclose()
+        self._ahttp.clear()
+        return await asyncio.to_thread(self._close_base, timeout)
 
-    def close(self) -> None:
-        """Flush and stop the threads (the async HTTP client is closed by `aclose`)."""
-        self._close_base()
+    def close(self, timeout: float = 10.0) -> bool:
+        """Send what is queued and stop the threads (the async HTTP client is closed by
+        `aclose`)."""
+        return self._close_base(timeout)
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def default_spool_path(base_url: str, token: str) -> str:
+    """The reports' spool file of this control plane and token (the same file after a
+    restart, so what a stopped process left is sent by the next):
+    `$OMNIROUTE_SPOOL_DIR` (default `~/.local/state/omniroute`)/spool-<hash>.sqlite3."""
+    folder = os.environ.get("OMNIROUTE_SPOOL_DIR") or os.path.join(
+        os.path.expanduser("~"), ".local", "state", "omniroute"
+    )
+    digest = hashlib.sha256(f"{base_url}\n{token}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"spool-{digest}.sqlite3")
+
+
+def static_decision(auto_id: str, candidates: list[dict[str, Any]]) -> Decision:
+    """The operator's static fallback of a thrifty id, as a decision (`stale`)."""
+    body = {
+        "auto_id": auto_id,
+        "grouping": "thrifty",
+        "category": None,
+        "fail_mode": "open",
+        "computed_at": None,
+        "candidates": [
+            {
+                "id": None,
+                "ref": None,
+                "rung": None,
+                "connection_id": None,
+                "allowed_connection_ids": None,
+                **candidate,
+            }
+            for candidate in candidates
+        ],
+        "excluded": [],
+        "next_change_at": None,
+        "budget_left_usd": {"cheap": None, "premium": None},
+        "valid_until": None,
+        "static_fallback": True,
+    }
+    return Decision(body=body, etag=None, stale=True)

@@ -21,6 +21,11 @@ class ControlPlaneUnavailable(OmniRouteError):
     (subscription fails closed; thrifty only within the grace period)."""
 
 
+class TokenRejected(OmniRouteError):
+    """The control plane answered 401/403: the gateway token is revoked, unknown or
+    lacks the gateway scope. Not a fail mode: nothing is served until it is fixed."""
+
+
 class NotFound(OmniRouteError):
     """404 from the control plane (an unknown auto id, tier or category)."""
 
@@ -56,6 +61,9 @@ class Decision:
     body: dict[str, Any]
     etag: str | None
     stale: bool = False
+    # When the request that fetched it was sent (epoch seconds): spend acknowledged
+    # before then is in its `budget_left_usd`.
+    sent_at: float = field(default=0.0, compare=False)
 
     @property
     def auto_id(self) -> str:
@@ -68,6 +76,13 @@ class Decision:
     @property
     def excluded(self) -> list[dict[str, Any]]:
         return list(self.body.get("excluded") or [])
+
+    @property
+    def budget_left_usd(self) -> dict[str, float | None]:
+        """What each budgeted rung still allowed when the decision was computed (None:
+        no budget, or a server that predates the field)."""
+        left = self.body.get("budget_left_usd") or {}
+        return {rung: left.get(rung) for rung in ("cheap", "premium")}
 
     @property
     def next_change_at(self) -> float | None:

@@ -1,0 +1,217 @@
+"""The real LiteLLM Router with omniroute_litellm against the real OmniRoute server
+THROUGH A FAULT PROXY the tests own (tests/integration/tcp_proxy.py: refuse, freeze
+without a reset, and back), issue #31: a frozen feed is blind within wait + margin and
+subscription never reaches a plan deactivated meanwhile; an unreachable control plane
+answers subscription at once and serves thrifty from its last decision or the static
+fallback; start-up with the control plane down; a rejected token; spend served during an
+outage lands exactly once per served request; a burst on a budgeted rung stops at its
+budget. Counts from the fake upstreams' own logs and the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omniroute_litellm import NoCapacity, OmniRouteRouter
+from omniroute_litellm.dispatch import ControlPlaneDown, GatewayTokenRejected
+from scenario import (
+    CHEAP,
+    CHEAP_BUDGET,
+    MESSAGES,
+    configure,
+    cost,
+    make_upstreams,
+    model_list,
+    served_by,
+)
+from server import ROOT, OmniRouteServer, wait_for
+from upstreams import FakeUpstream
+
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def upstreams() -> Iterator[dict[str, FakeUpstream]]:
+    made = make_upstreams()
+    yield made
+    for upstream in made.values():
+        upstream.stop()
+
+
+@pytest.fixture
+def fault(omniroute: OmniRouteServer) -> Iterator[TcpProxy]:
+    host, port = omniroute.base_url.removeprefix("http://").split(":")
+    made = TcpProxy(host, int(port))
+    yield made
+    made.stop()
+
+
+def through(fault: TcpProxy) -> str:
+    return f"http://{fault.host}:{fault.port}"
+
+
+def without_plan(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in models if not m["model_info"]["omniroute_connection_id"].endswith("-plan")]
+
+
+def plan_has_quota(omniroute: OmniRouteServer, connection_id: str) -> None:
+    reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    body = {"remaining_percent": 80.0, "reset_at": reset}
+    path = f"/connections/{connection_id}/readings"
+    assert omniroute.api("POST", path, body, operator=False).status_code == 201
+
+
+def attempt(router: OmniRouteRouter, auto_id: str) -> str:
+    """Who served one request, or why nothing did."""
+    try:
+        return served_by(router, router.completion(model=auto_id, messages=MESSAGES))
+    except ControlPlaneDown:
+        return "control plane down"
+    except NoCapacity:
+        return "no capacity"
+
+
+def test_a_frozen_feed_is_blind_after_wait_and_margin_and_never_serves_an_inactive_plan(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream], fault: TcpProxy
+) -> None:
+    router = OmniRouteRouter(
+        model_list=model_list(upstreams, "a"),
+        control_plane_url=through(fault),
+        token=omniroute.gateway_token,
+        client_options={"feed_wait_seconds": 2, "feed_margin_seconds": 1},
+    )
+    try:
+        plan_has_quota(omniroute, "a-plan")
+        wait_for(lambda: router.client.feed_live, what="the feed")
+        assert attempt(router, "auto/subscription") == "plan"
+        fault.hang()  # the feed's connection and every new one frozen, with no reset
+        operator = {"provider": "claude", "auth_type": "oauth", "active": False}
+        assert omniroute.api("PUT", "/connections/a-plan", operator).status_code == 200
+        client = router.client
+        wait_for(lambda: client.blind(time.time()) or not client.feed_live, 10, "blindness")
+
+        outcomes = [attempt(router, "auto/subscription") for _ in range(5)]
+
+        assert outcomes == ["control plane down"] * 5
+        assert client.breaker.opened == 1  # one timed-out fetch; the rest answered at once
+        fault.forward()
+        wait_for(lambda: not client.breaker.is_open(time.time()), 10, "the breaker closing")
+        assert attempt(router, "auto/subscription") == "no capacity"  # the plan is inactive
+        assert (upstreams["plan"].served_count(), upstreams["plan"].refused) == (1, 0)
+        assert upstreams["premium"].served_count() == 0
+    finally:
+        fault.forward()
+        router.close()
+
+
+def test_an_outage_serves_thrifty_from_its_last_decision_and_loses_no_spend(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream], fault: TcpProxy
+) -> None:
+    router = OmniRouteRouter(
+        model_list=without_plan(model_list(upstreams, "b")),
+        control_plane_url=through(fault),
+        token=omniroute.gateway_token,
+    )
+    try:
+        before = [attempt(router, "auto/thrifty") for _ in range(3)]
+        fault.refuse()  # the control plane restarts: refused, then back
+        during = [attempt(router, "auto/thrifty") for _ in range(5)]
+        subscription = attempt(router, "auto/subscription")
+        assert router.client.reporter.metrics["retried"] + router.client.reporter.pending() > 0
+        fault.forward()
+    finally:
+        fault.forward()
+        drained = router.close()
+    assert drained is True
+    first = before[0]  # no price is set here: both keys are premium, in the list's order
+    assert before == [first] * 3
+    assert during == [first] * 5  # the last decision, through the outage
+    assert router.client.stats["stale_served"] >= 1
+    assert subscription == "control plane down"
+    rows = omniroute.ledger("b-")
+    assert sum(u.served_count() for u in upstreams.values()) == len(rows) == 8
+    assert upstreams[first].served_count() == 8
+    assert len({row["request_id"] for row in rows}) == 8  # exactly one entry per request
+    assert router.client.reporter.metrics["dropped"] == 0
+
+
+def test_start_up_with_the_control_plane_down_serves_the_fail_modes_then_registers(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream], fault: TcpProxy
+) -> None:
+    fault.refuse()
+    router = OmniRouteRouter(
+        model_list=model_list(upstreams, "c"),
+        control_plane_url=through(fault),
+        token=omniroute.gateway_token,
+        static_fallback=["c-cheap"],
+    )
+    try:
+        assert router.dispatcher.registered.is_set() is False
+        assert attempt(router, "auto/thrifty") == "cheap"  # the operator's static fallback
+        assert attempt(router, "auto/subscription") == "control plane down"
+        assert router.client.stats["static_served"] == 1
+        fault.forward()
+        wait_for(router.dispatcher.registered.is_set, 20, "the registration")
+        assert omniroute.api("GET", "/connections/c-cheap").status_code == 200
+    finally:
+        fault.forward()
+        router.close()
+    assert (upstreams["cheap"].served_count(), upstreams["plan"].served_count()) == (1, 0)
+    assert len(omniroute.ledger("c-")) == 1
+
+
+def test_a_rejected_token_is_its_own_error_and_a_metric(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    router = OmniRouteRouter(
+        model_list=model_list(upstreams, "d"),
+        control_plane_url=omniroute.base_url,
+        token="omr_revoked_or_unknown",
+    )
+    try:
+        with pytest.raises(GatewayTokenRejected):
+            router.completion(model="auto/thrifty", messages=MESSAGES)
+        assert router.client.metrics()["token_rejected"] == 2  # at start-up, then the request
+    finally:
+        router.close(timeout=1)
+    assert sum(u.served_count() for u in upstreams.values()) == 0
+
+
+def test_a_burst_on_a_budgeted_rung_stops_at_its_budget(
+    upstreams: dict[str, FakeUpstream], tmp_path: Path
+) -> None:
+    server = OmniRouteServer(tmp_path)  # its own ledger: the cheap budget is rung-wide
+    try:
+        configure(server)  # a cheap budget of five requests
+        router = OmniRouteRouter(
+            model_list=without_plan(model_list(upstreams, "e")),
+            control_plane_url=server.base_url,
+            token=server.gateway_token,
+            client_options={"request_estimate_usd": {"cheap": float(cost(CHEAP))}},
+        )
+
+        async def burst() -> list[Any]:
+            answers = await asyncio.gather(
+                *(router.acompletion(model="auto/thrifty", messages=MESSAGES) for _ in range(40))
+            )
+            await router.aclose()
+            return list(answers)
+
+        served = [served_by(router, answer) for answer in asyncio.run(burst())]
+
+        assert (served.count("cheap"), served.count("premium")) == (5, 35)
+        assert upstreams["cheap"].served_count() == 5
+        rows = server.ledger("e-")
+        assert len(rows) == 40
+        cheap = sum(float(r["billed_usd"]) for r in rows if r["connection_id"] == "e-cheap")
+        assert cheap == pytest.approx(float(CHEAP_BUDGET))
+    finally:
+        server.stop()
