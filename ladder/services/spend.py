@@ -287,6 +287,12 @@ class SpendSummary:
     # The list price of what the plan-included rungs served in the window.
     saved_usd: Decimal = Decimal(0)
 
+    @property
+    def last_day(self) -> datetime:
+        """The window's last day (its end is the next window's first instant): pages say
+        "2026-12-01 to 2026-12-31", as the spend page does, never "to 2027-01-01"."""
+        return self.window_end - timedelta(microseconds=1)
+
 
 def spend_summary(*, now: datetime | None = None) -> SpendSummary:
     """Spend of each paid rung against its budget in the current window, and what the

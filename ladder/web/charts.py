@@ -160,6 +160,14 @@ def _clock(at: datetime) -> str:
     return f"{at:%H:%M}"
 
 
+def range_text(begin: datetime, finish: datetime) -> str:
+    """ "18:26 to 19:40 UTC" within one day; across midnight each end with its date
+    ("2026-12-02 18:26 to 2026-12-03 18:25 UTC"), never a range that reads backwards."""
+    if begin.date() == finish.date():
+        return f"{begin:%H:%M} to {finish:%H:%M} UTC"
+    return f"{begin:%Y-%m-%d %H:%M} to {finish:%Y-%m-%d %H:%M} UTC"
+
+
 def _span_words(seconds: float) -> str:
     minutes = round(seconds / 60)
     if minutes < 120:
@@ -201,7 +209,7 @@ def remaining_chart(
     chart.span_text = (
         f"the last {_span_words(past)}"
         if whole_window
-        else f"{_span_words(past)} of data, {start:%H:%M} to {now:%H:%M} UTC "
+        else f"{_span_words(past)} of data, {range_text(start, now)} "
         f"(no earlier reading in the last {_span_words((now - since).total_seconds())})"
     )
     if end > now:
@@ -322,7 +330,7 @@ def _threshold_segments(
             if is_now and period.since is not None and period.since > start
             else "now"
             if is_now
-            else f"{begin:%H:%M} to {finish:%H:%M} UTC"
+            else range_text(begin, finish)
         )
         segments.append(
             ThresholdSegment(

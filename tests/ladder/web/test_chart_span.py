@@ -148,3 +148,35 @@ def test_time_ticks_take_a_round_step_for_the_span(minutes: int, ticks: list[str
     found = time_ticks(NOW - timedelta(minutes=minutes), NOW)
 
     assert [f"{tick:%H:%M}" for tick in found] == ticks
+
+
+def test_a_range_across_midnight_names_its_dates_and_never_reads_backwards() -> None:
+    from datetime import UTC, datetime
+
+    from ladder.web.charts import range_text
+
+    yesterday = datetime(2026, 12, 2, 18, 26, tzinfo=UTC)
+    today = datetime(2026, 12, 3, 18, 25, tzinfo=UTC)
+
+    assert range_text(yesterday, today) == "2026-12-02 18:26 to 2026-12-03 18:25 UTC"
+    assert range_text(today - timedelta(minutes=70), today) == "17:15 to 18:25 UTC"
+
+
+def test_a_connection_without_readings_dates_the_thresholds_of_yesterday(
+    client: Client,
+) -> None:
+    # No reading: the chart spans the whole 24 hours, from yesterday noon; the settings
+    # changed 2 hours ago, so the earlier band ran from yesterday to then.
+    make_connection("no-readings-yet")
+    values, _ = services.effective_settings_of(services.get_settings_row())
+    services.update_settings(
+        {**values, "exit_cutoff_percent": 10.0, "reentry_min_remaining_percent": 30.0},
+        actor="olga",
+    )
+    AuditEntry.objects.filter(target_type="settings").update(at=NOW - timedelta(hours=2))
+    signed_in(client, "victor", "viewer")
+
+    page = client.get("/connections/no-readings-yet/").content.decode()
+
+    assert "2026-11-28 12:00 to 2026-11-29 10:00 UTC" in page
+    assert "12:00 to 10:00 UTC" not in page.replace("2026-11-28 12:00 to 2026-11-29 10:00", "")
