@@ -21,7 +21,8 @@ WIDTHS = (320, 390, 768, 1024, 1440)
 MORE_PAGES = ("/aliases/", "/connections/groq-key/", "/audit/?q=settings")
 # How far the page reaches beyond the window, and the nav's height in lines of links.
 MEASURE = """() => {
-  const links = [...document.querySelectorAll('#main-nav a')].map(a => a.getBoundingClientRect().top);
+  const links = [...document.querySelectorAll('#main-nav a')]
+    .map(a => a.getBoundingClientRect().top);
   return {
     over: document.documentElement.scrollWidth - window.innerWidth,
     navLines: new Set(links.map(Math.round)).size,
