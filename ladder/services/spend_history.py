@@ -15,6 +15,7 @@ from typing import Any, Literal
 from django.db.models import Count, Q, QuerySet, Sum
 
 from ladder.core import LadderConfig
+from ladder.core.budgets import utc_day
 from ladder.core.spend_series import (
     PAID,
     PLAN_INCLUDED,
@@ -22,6 +23,7 @@ from ladder.core.spend_series import (
     WindowSeries,
     budget_windows,
     spend_series,
+    window_series,
 )
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.services.config import load_config
@@ -74,6 +76,8 @@ class SpendReport:
     # The current window against each paid rung's budget (the overview's numbers).
     summary: SpendSummary
     breakdown: Breakdown
+    # The chosen period day by day (through today at the latest).
+    period: WindowSeries
 
     @property
     def budgets(self) -> dict[str, Decimal | None]:
@@ -156,19 +160,34 @@ def window_filters(window: WindowName, *, now: datetime) -> SpendFilters:
     return SpendFilters(since=start, until=end)
 
 
-def spend_report(*, now: datetime, window: WindowName = "current") -> SpendReport:
+def spend_report(
+    *,
+    now: datetime,
+    window: WindowName = "current",
+    period: tuple[datetime, datetime] | None = None,
+    config: LadderConfig | None = None,
+) -> SpendReport:
     """The spend page at `now`: both windows day by day, the current window against the
-    budgets, and the breakdown of `window` (six queries, whatever the ledger holds)."""
-    config = load_config()
-    (previous_start, _), (_, end) = budget_windows(config.budget_window, now)
-    previous, current = spend_series(day_totals(previous_start, end), config.budget_window, now)
+    budgets, and the breakdown and days of `period` ([start, end) at UTC midnights;
+    default: `window`), six queries whatever the ledger holds or the period spans
+    (five when the caller read the settings already: `config`)."""
+    config = config or load_config()
+    (previous_start, _), (current_start, end) = budget_windows(config.budget_window, now)
+    if period is None:
+        period = (previous_start, current_start) if window == "previous" else (current_start, end)
+    # One read of the day totals covers both windows and the period.
+    totals = day_totals(min(previous_start, period[0]), max(end, period[1]))
+    previous, current = spend_series(totals, config.budget_window, now)
     spent = {rung.label: current.spent_on(rung) for rung in PAID}
     summary = summarise_spend(config, spend_by_rung(spent, current.ends_at), now)
-    shown = previous if window == "previous" else current
+    shown = window_series(
+        totals, period[0].date(), period[1].date(), utc_day(now), is_current=period[1] > now
+    )
     return SpendReport(
         config=config,
         previous=previous,
         current=current,
         summary=dataclasses.replace(summary, saved_usd=current.saved_usd),
-        breakdown=breakdown(window, shown.starts_at, shown.ends_at),
+        breakdown=breakdown(window, period[0], period[1]),
+        period=shown,
     )

@@ -6,15 +6,20 @@ ledger's CSV download for a signed-in viewer (the API's export needs a token).""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 
 from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from ladder import services
+from ladder.core import BudgetWindow
+from ladder.core.budgets import utc_day
 from ladder.core.prose import money_text
-from ladder.core.spend_series import PAID, SpendDay, WindowSeries
+from ladder.core.spend_series import PAID, SpendDay, WindowSeries, budget_windows
 from ladder.web.presenters import budget_lines
 from ladder.web.spend_chart import Series, daily_bar_chart
 from omniroute_admin import dashboard
@@ -34,23 +39,41 @@ WINDOW_NAMES = {
 
 
 @dataclass(frozen=True, slots=True)
+class Money:
+    """An amount to the cent, and exact (as the ledger holds it) for a hover title."""
+
+    text: str
+    exact: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def money(value: Decimal) -> Money:
+    """To the cent for reading; the exact amount when the cents round it."""
+    cents = Decimal(value).quantize(Decimal("0.01"))
+    exact = format(Decimal(value).normalize(), "f") if cents != value else ""
+    return Money(format(cents, "f"), exact)
+
+
+@dataclass(frozen=True, slots=True)
 class DayLine:
     """A row of the table beside the charts, money to the cent."""
 
     day: str
-    cheap: str
-    premium: str
-    paid: str
-    saved: str
+    cheap: Money
+    premium: Money
+    paid: Money
+    saved: Money
 
 
 def _line(day: str, spend: SpendDay | WindowSeries) -> DayLine:
     return DayLine(
         day,
-        money_text(spend.cheap_usd),
-        money_text(spend.premium_usd),
-        money_text(spend.paid_usd),
-        money_text(spend.saved_usd),
+        money(spend.cheap_usd),
+        money(spend.premium_usd),
+        money(spend.paid_usd),
+        money(spend.saved_usd),
     )
 
 
@@ -73,9 +96,9 @@ def _window_view(name: str, series: WindowSeries) -> WindowView:
 class BreakdownLine:
     key: str
     requests: int
-    billed: str
-    listed: str
-    saved: str
+    billed: Money
+    listed: Money
+    saved: Money
 
 
 def _breakdown_lines(rows: list[services.BreakdownRow]) -> list[BreakdownLine]:
@@ -83,9 +106,9 @@ def _breakdown_lines(rows: list[services.BreakdownRow]) -> list[BreakdownLine]:
         BreakdownLine(
             r.key,
             r.requests,
-            money_text(r.billed_usd),
-            money_text(r.list_price_usd),
-            money_text(r.saved_usd),
+            money(r.billed_usd),
+            money(r.list_price_usd),
+            money(r.saved_usd),
         )
         for r in rows
     ]
@@ -106,22 +129,109 @@ def budget_texts(report: services.SpendReport) -> list[str]:
     return texts
 
 
+# The periods offered, in the order shown; `?from=` and `?to=` (UTC days, both included)
+# choose any other. The default is this budget window.
+PRESETS = ("today", "7d", "this", "last", "mtd")
+ONE_DAY = timedelta(days=1)
+# The longest custom range: about a year of days in the chart and its table.
+MAX_PERIOD_DAYS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """The period the page's period section shows: [start, end) at UTC midnights."""
+
+    key: str  # a preset, or "custom"
+    label: str
+    start: datetime
+    end: datetime
+    query: str  # the URL query that chooses it
+
+    @property
+    def last_day(self) -> date:
+        """The period's last day (included)."""
+        return (self.end - ONE_DAY).date()
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def _day_param(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if len(value) == 10 else None
+    except ValueError:
+        return None
+
+
+def preset_period(key: str, now: datetime, config_window: BudgetWindow) -> Period:
+    """A preset period at `now`: today, the last 7 days (today included), this or the
+    last budget window, or the month to date."""
+    today = utc_day(now)
+    tomorrow = _midnight(today + ONE_DAY)
+    this_name, last_name = WINDOW_NAMES[config_window.value]
+    if key == "today":
+        return Period(key, "today", _midnight(today), tomorrow, "period=today")
+    if key == "7d":
+        return Period(key, "the last 7 days", _midnight(today - 6 * ONE_DAY), tomorrow, "period=7d")
+    if key == "mtd":
+        return Period(
+            key, "this month to date", _midnight(today.replace(day=1)), tomorrow, "period=mtd"
+        )
+    (previous_start, previous_end), (start, end) = budget_windows(config_window, now)
+    if key == "last":
+        return Period(key, last_name, previous_start, previous_end, "period=last")
+    return Period("this", this_name, start, end, "period=this")
+
+
+def period_days_query(period: Period) -> str:
+    """The query of a period as its first and last days (the CSV download's)."""
+    return urlencode({"from": f"{period.start:%Y-%m-%d}", "to": f"{period.last_day:%Y-%m-%d}"})
+
+
+def chosen_period(
+    request: HtmxHttpRequest, now: datetime, config_window: BudgetWindow
+) -> tuple[Period, str | None]:
+    """The period the query asks for, and why a custom range was refused (then: this
+    budget window). `?window=previous` (older links) is the last budget window."""
+    first = _day_param(request.GET.get("from", ""))
+    last = _day_param(request.GET.get("to", ""))
+    if "from" in request.GET or "to" in request.GET:
+        if first is None or last is None:
+            refusal = "A custom period needs both days as YYYY-MM-DD."
+        elif last < first:
+            refusal = "The period's last day is before its first day."
+        elif (last - first).days >= MAX_PERIOD_DAYS:
+            refusal = f"A period is at most {MAX_PERIOD_DAYS} days."
+        else:
+            label = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}"
+            query = urlencode({"from": f"{first:%Y-%m-%d}", "to": f"{last:%Y-%m-%d}"})
+            return Period("custom", label, _midnight(first), _midnight(last + ONE_DAY), query), None
+        return preset_period("this", now, config_window), refusal
+    key = request.GET.get("period", "")
+    if request.GET.get("window") == "previous" and not key:
+        key = "last"
+    return preset_period(key if key in PRESETS else "this", now, config_window), None
+
+
 @require_GET
 @viewer_required
 def spend_page(request: HtmxHttpRequest) -> TemplateResponse:
     """Spend per day per paid rung and the plans' savings over two budget windows, the
-    budgets, and a window's breakdown (`?window=previous`: the previous window's)."""
+    budgets, and any period's days, totals and breakdown (`?period=` a preset, or
+    `?from=&to=` UTC days; `?window=previous`, as older links say, the last window)."""
     now = dashboard.current_time()
-    window: services.WindowName = (
-        "previous" if request.GET.get("window") == "previous" else "current"
-    )
-    report = services.spend_report(now=now, window=window)
+    config = services.load_config()
+    config_window = config.budget_window
+    period, refusal = chosen_period(request, now, config_window)
+    report = services.spend_report(now=now, period=(period.start, period.end), config=config)
     this_name, last_name = WINDOW_NAMES[report.config.budget_window.value]
     current = _window_view(this_name, report.current)
     previous = _window_view(last_name, report.previous)
     spend_url = reverse("ladder:spend")
     csv_url = reverse("ladder:spend-csv")
     breakdown = report.breakdown
+    shown = _window_view(period.label, report.period)
     context = {
         "now": now,
         "report": report,
@@ -132,19 +242,27 @@ def spend_page(request: HtmxHttpRequest) -> TemplateResponse:
         "saved_chart": daily_bar_chart(report.previous, report.current, SAVED_SERIES),
         "budgets": budget_lines(report.summary),
         "budget_texts": budget_texts(report),
-        "previous_spend": [(r.label, money_text(report.previous.spent_on(r))) for r in PAID],
+        "previous_spend": [(r.label, money(report.previous.spent_on(r))) for r in PAID],
         "breakdown": breakdown,
-        "shown": previous if window == "previous" else current,
+        "period": period,
+        "period_refusal": refusal,
+        "shown": shown,
+        "period_chart": daily_bar_chart(None, report.period, (*PAID_SERIES, *SAVED_SERIES)),
+        "is_swap": bool(request.htmx),
         "breakdown_total": _breakdown_lines([breakdown.total])[0],
         "by_connection": _breakdown_lines(breakdown.by_connection),
         "by_model": _breakdown_lines(breakdown.by_model),
         "breakdown_rows": services.BREAKDOWN_ROWS,
         "spend_url": spend_url,
-        "window_tabs": [
-            (current.name, spend_url, window == "current"),
-            (previous.name, f"{spend_url}?window=previous", window == "previous"),
+        "presets": [
+            (
+                preset.label,
+                f"{spend_url}?{preset.query}",
+                preset.key == period.key,
+            )
+            for preset in (preset_period(key, now, config_window) for key in PRESETS)
         ],
-        "csv_window_url": f"{csv_url}?window={window}",
+        "csv_window_url": f"{csv_url}?{period_days_query(period)}",
         "csv_url": csv_url,
         "connection_base": reverse("ladder:connections"),
     }
@@ -159,7 +277,11 @@ def spend_csv(request: HtmxHttpRequest) -> StreamingHttpResponse:
     now = dashboard.current_time()
     wanted = request.GET.get("window")
     filters = services.SpendFilters()
-    if wanted == "current":
+    first = _day_param(request.GET.get("from", ""))
+    last = _day_param(request.GET.get("to", ""))
+    if first is not None and last is not None and first <= last:
+        filters = services.SpendFilters(since=_midnight(first), until=_midnight(last + ONE_DAY))
+    elif wanted == "current":
         filters = services.window_filters("current", now=now)
     elif wanted == "previous":
         filters = services.window_filters("previous", now=now)

@@ -70,23 +70,26 @@ def nice_ceiling(value: Decimal) -> Decimal:
 
 
 def daily_bar_chart(
-    previous: WindowSeries, current: WindowSeries, series: Sequence[Series]
+    previous: WindowSeries | None, current: WindowSeries, series: Sequence[Series]
 ) -> BarChart | None:
-    """One stacked column per day of the two windows (the current window's days still
-    to come are empty slots), scaled to the largest day; None when every day is 0."""
-    days = [*previous.days, *current.days]
+    """One stacked column per day of the two windows (or of one period: `previous`
+    None), through today at the latest: days still to come take no room. Scaled to the
+    largest day; None when every day is 0."""
+    days = [*(previous.days if previous is not None else ()), *current.days]
     tallest = max(
         (sum((amount(d) for _, _, amount in series), Decimal(0)) for d in days), default=0
     )
     if not tallest:
         return None
     chart = BarChart(scale_max=nice_ceiling(Decimal(tallest)))
-    slots = previous.length + current.length
+    first = previous.start if previous is not None else current.start
+    last = days[-1].day
+    slots = (last - first).days + 1
     slot = chart.plot_width / slots
     scale = chart.plot_height / float(chart.scale_max)
 
     def x_of(day: date) -> float:
-        return chart.left + slot * (day - previous.start).days
+        return chart.left + slot * (day - first).days
 
     for day in days:
         base = float(chart.plot_bottom)
@@ -113,13 +116,10 @@ def daily_bar_chart(
         value = chart.scale_max * fraction
         y = chart.plot_bottom - float(value) * scale
         chart.y_ticks.append((_coordinate(y), money_text(value)))
-    chart.divider_x = _coordinate(x_of(current.start))
-    chart.x_ticks = [
-        ChartTick(_coordinate(x_of(previous.start)), f"{previous.start:%Y-%m-%d}", "start"),
-        ChartTick(chart.divider_x, f"{current.start:%Y-%m-%d}", "middle"),
-    ]
-    if current.length > 1:
-        chart.x_ticks.append(
-            ChartTick(_coordinate(chart.plot_right), f"{current.last_day:%Y-%m-%d}", "end")
-        )
+    chart.x_ticks = [ChartTick(_coordinate(x_of(first)), f"{first:%Y-%m-%d}", "start")]
+    if previous is not None and current.start <= last:
+        chart.divider_x = _coordinate(x_of(current.start))
+        chart.x_ticks.append(ChartTick(chart.divider_x, f"{current.start:%Y-%m-%d}", "middle"))
+    if last > (current.start if previous is not None else first):
+        chart.x_ticks.append(ChartTick(_coordinate(chart.plot_right), f"{last:%Y-%m-%d}", "end"))
     return chart

@@ -13,6 +13,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from omniroute_admin import dashboard
 from tests.e2e.conftest import sign_in
+from tests.e2e.test_focus import RECORD_ANNOUNCEMENTS
 from tests.ladder.factories import NOW
 from tests.ladder.spend_ledger import write_ledger
 from tests.worlds import make_user
@@ -62,11 +63,19 @@ def test_the_spend_page_renders_the_ledger_with_text_alternatives(
     expect(by_connection.locator("tbody tr").first).to_contain_text("plan")
     expect(by_connection.locator("tbody tr")).to_have_count(4)
 
-    # The previous window's breakdown swaps in place, and its URL is kept.
+    # The previous window's breakdown swaps in place, its URL is kept, the focus moves to
+    # the period's totals and they are said once.
+    page.evaluate(RECORD_ANNOUNCEMENTS)
     page.get_by_role("link", name="Last month", exact=True).click()
     previous = page.get_by_role("region", name="By connection, last month")
     expect(previous.locator("tbody tr")).to_have_count(2)
-    assert "window=previous" in page.url
+    assert "period=last" in page.url
+    expect(page.locator("#period-totals")).to_be_focused()
+    page.wait_for_function("() => window.said.length > 0")
+    assert page.evaluate("() => window.said") == [
+        "Last month, 2026-10-01 to 2026-10-31: paid 2.00 USD, saved 6.00 USD. "
+        "Cheap 2.00 USD, premium 0.00 USD."
+    ]
 
     with page.expect_download() as download:
         page.get_by_role("link", name="These entries as CSV").click()

@@ -103,13 +103,14 @@ def test_each_chart_is_an_image_named_by_its_title_and_description(viewer: Clien
     assert [c.attrs["aria-labelledby"] for c in charts] == [
         "paid-chart-title paid-chart-desc",
         "saved-chart-title saved-chart-desc",
+        "period-chart-title period-chart-desc",
     ]
     assert {c.attrs["role"] for c in charts} == {"img"}
     assert page.by_id("paid-chart-title").text == (
         "Paid spend per UTC day, last month and this month"
     )
     assert page.by_id("paid-chart-desc").text == (
-        "Stacked bars, cheap below premium, one per day from 2026-10-01 to 2026-11-30; the "
+        "Stacked bars, cheap below premium, one per day from 2026-10-01 to 2026-11-29; the "
         "dashed line is the start of this month. This month: cheap 2.00 USD, premium 4.00 "
         "USD. Last month: cheap 2.00 USD, premium 0.00 USD. Budgets: cheap: 10.00 USD a "
         "month; premium: no budget (never gated). Every day's numbers are in the table "
@@ -161,7 +162,13 @@ def test_the_previous_window_breakdown_comes_as_a_fragment_for_htmx(viewer: Clie
         ["plan", "1", "0.00", "6.00", "6.00"],
         ["key", "1", "2.00", "2.00", "0.00"],
     ]
-    assert [a.attrs.get("aria-current") for a in fragment.by_class("tab")] == [None, "true"]
+    assert [a.attrs.get("aria-current") for a in fragment.by_class("tab")] == [
+        None,
+        None,
+        None,
+        "true",
+        None,
+    ]
     assert "HX-Request" in response["Vary"]
 
 
@@ -189,7 +196,10 @@ def test_spend_without_savings_says_why_the_savings_chart_is_empty(client: Clien
 
     page = _page(signed_in(client, "victor", "viewer"))
 
-    assert len(page.by_class("spend-chart")) == 1
+    assert [c.attrs["aria-labelledby"] for c in page.by_class("spend-chart")] == [
+        "paid-chart-title paid-chart-desc",
+        "period-chart-title period-chart-desc",
+    ]
     assert page.by_id("saved-empty").text.startswith(
         "The plans saved nothing last month or this month"
     )
@@ -298,3 +308,119 @@ def test_the_chart_scales_to_a_round_top_and_draws_stacked_bars() -> None:
     assert chart.columns[0].bars == []
     assert [t.label for t in chart.x_ticks] == ["2026-11-28", "2026-11-29"]
     assert daily_bar_chart(previous, previous, PAID_SERIES) is None
+
+
+# --- any period ------------------------------------------------------------------------------
+
+
+def _ledger_totals(first: date, last: date) -> tuple[Decimal, Decimal, int]:
+    """Paid and saved over the UTC days [first, last], summed from the ledger itself."""
+    from datetime import UTC, datetime, time, timedelta
+
+    from ladder.models import SpendEntry
+
+    entries = SpendEntry.objects.filter(
+        occurred_at__gte=datetime.combine(first, time(), tzinfo=UTC),
+        occurred_at__lt=datetime.combine(last + timedelta(days=1), time(), tzinfo=UTC),
+    )
+    paid = sum((e.billed_usd for e in entries if e.rung in ("cheap", "premium")), Decimal(0))
+    saved = sum(
+        (e.list_price_usd for e in entries if e.rung in ("subscription", "keyless")), Decimal(0)
+    )
+    return paid, saved, entries.count()
+
+
+def test_the_last_7_days_totals_equal_the_ledgers(viewer: Client) -> None:
+    page = _page(viewer, URL + "?period=7d")
+
+    paid, saved, requests = _ledger_totals(date(2026, 11, 23), date(2026, 11, 29))
+    assert (paid, saved, requests) == (Decimal("6.00"), Decimal("3.30"), 5)
+    assert page.by_id("period-paid").text == "6.00"
+    assert page.by_id("period-saved").text == "3.30"
+    assert page.by_id("period-totals").text.startswith(
+        "The last 7 days, 2026-11-23 to 2026-11-29: paid 6.00 USD, saved 3.30 USD."
+    )
+    assert page.by_id("breakdown-total").text.startswith(
+        "5 requests from 2026-11-23 to 2026-11-29: billed 6.00 USD"
+    )
+    # The chart spans the period's days, none beyond today.
+    chart = page.by_class("spend-chart")[-1]
+    assert [d.by_tag("title")[0].text[:10] for d in chart.by_class("spend-day")] == [
+        f"2026-11-{day}" for day in range(23, 30)
+    ]
+    assert [a.text for a in page.by_class("tab") if a.attrs.get("aria-current")] == [
+        "The last 7 days"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "first", "last", "paid", "saved"),
+    [
+        ("period=today", date(2026, 11, 29), date(2026, 11, 29), "1.25", "3.00"),
+        ("period=mtd", date(2026, 11, 1), date(2026, 11, 29), "6.00", "4.80"),
+        ("period=last", date(2026, 10, 1), date(2026, 10, 31), "2.00", "6.00"),
+        ("from=2026-10-31&to=2026-11-01", date(2026, 10, 31), date(2026, 11, 1), "2.00", "1.50"),
+    ],
+    ids=["today", "month-to-date", "last-window", "custom-range"],
+)
+def test_each_period_totals_its_own_days(
+    viewer: Client, query: str, first: date, last: date, paid: str, saved: str
+) -> None:
+    page = _page(viewer, f"{URL}?{query}")
+
+    ledger_paid, ledger_saved, _ = _ledger_totals(first, last)
+    assert (ledger_paid, ledger_saved) == (Decimal(paid), Decimal(saved))
+    assert (page.by_id("period-paid").text, page.by_id("period-saved").text) == (paid, saved)
+    assert f"{first:%Y-%m-%d} to {last:%Y-%m-%d}" in page.by_id("period-totals").text
+
+
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        ("from=2026-11-05&to=2026-11-01", "The period's last day is before its first day."),
+        ("from=2026-11-05", "A custom period needs both days as YYYY-MM-DD."),
+        ("from=yesterday&to=2026-11-01", "A custom period needs both days as YYYY-MM-DD."),
+        ("from=2024-01-01&to=2026-11-01", "A period is at most 400 days."),
+    ],
+)
+def test_a_bad_custom_range_says_why_and_shows_this_window(
+    viewer: Client, query: str, why: str
+) -> None:
+    page = _page(viewer, f"{URL}?{query}")
+
+    assert page.by_id("period-refused").text == f"Not shown: {why} Showing this month."
+    assert page.by_id("breakdown-heading").text == "By connection and by model, this month"
+
+
+def test_money_reads_to_the_cent_and_is_exact_on_hover(viewer: Client) -> None:
+    from ladder import services
+
+    services.record_spend(
+        services.SpendInput(
+            request_id="tiny",
+            connection_id="key",
+            provider="openai",
+            model="gpt-4o-mini",
+            cost_usd=Decimal("0.01274"),
+            input_tokens=10,
+            output_tokens=10,
+            occurred_at=NOW,
+        ),
+        now=NOW,
+    )
+
+    page = _page(viewer, URL + "?period=today")
+
+    paid = page.by_id("period-paid").by_class("money")[0]
+    assert (paid.text, paid.attrs["title"]) == ("1.26", "1.26274 USD exactly")
+
+
+def test_the_csv_of_a_period_has_its_entries_only(viewer: Client) -> None:
+    response = viewer.get("/spend/export.csv?from=2026-11-28&to=2026-11-28")
+
+    lines = b"".join(response.streaming_content).splitlines()  # type: ignore[attr-defined]
+    assert [line.split(b",")[1] for line in lines[1:]] == [
+        b"nov-keyless",
+        b"nov-premium",
+        b"nov-cheap-1",
+    ]
