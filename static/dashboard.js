@@ -209,6 +209,35 @@
     box.hidden = event.detail.target !== box;
   });
 
+  // The pause control: while paused (remembered in this browser), the live parts' polls
+  // are not sent; what the user asks for (a tab, a search, a save) still is.
+  var PAUSED_KEY = "omniroute-live-paused";
+  function isPaused() {
+    try { return window.localStorage.getItem(PAUSED_KEY) === "1"; } catch (error) { return false; }
+  }
+  function showPause(button) {
+    var paused = isPaused();
+    button.setAttribute("aria-pressed", paused ? "true" : "false");
+    button.textContent = paused ? "Live updates paused: resume" : "Pause live updates";
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var button = document.getElementById("live-pause");
+    if (!button || !document.querySelector('[hx-trigger*="every"]')) return;
+    button.hidden = false;
+    showPause(button);
+    button.addEventListener("click", function () {
+      var paused = !isPaused();
+      try { window.localStorage.setItem(PAUSED_KEY, paused ? "1" : "0"); } catch (error) { return; }
+      showPause(button);
+      announce(paused ? "Live updates paused." : "Live updates resumed.");
+    });
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var config = event.detail.requestConfig;
+    var isPoll = !config || !config.triggeringEvent;
+    if (isPoll && isPaused()) event.preventDefault();
+  });
+
   // Connection ids are picked from a <datalist> of the registered ones. An input that
   // takes several ([data-multi-list], separated by commas or spaces) offers them for the
   // id being typed: each option is the ids typed before it plus a registered one.
