@@ -36,6 +36,7 @@ from ladder.core.forecast import (
     forecast_sentence,
     judge,
 )
+from ladder.core.scopes import reserve_config
 from ladder.models import Connection, QuotaReading, SpendEntry, WindowForecast
 from ladder.services.common import PAID_RUNGS
 from ladder.services.config import load_config
@@ -98,6 +99,7 @@ _CONNECTION_FIELDS = (
     "connection__auth_type",
     "connection__hysteresis_state",
     "connection__hysteresis_since",
+    "connection__exit_cutoff_percent",
 )
 
 
@@ -125,17 +127,20 @@ class _Plan:
     provider: str
     auth_type: str
     dropped_out_since: datetime | None
+    # The connection's own exit cutoff (its reserve; None: the settings').
+    exit_cutoff_percent: float | None
     readings: list[ForecastReading]
 
 
 def _plans(rows: Iterable[Sequence[Any]]) -> list[_Plan]:
     plans: dict[str, _Plan] = {}
-    for connection_id, label, provider, auth_type, state, since, checked, left, reset in rows:
+    for connection_id, label, provider, auth_type, state, since, cutoff, *reading in rows:
+        checked, left, reset = reading
         plan = plans.get(connection_id)
         if plan is None:
             dropped = since if state == HysteresisState.DROPPED_OUT else None
             plan = plans[connection_id] = _Plan(
-                connection_id, label or connection_id, provider, auth_type, dropped, []
+                connection_id, label or connection_id, provider, auth_type, dropped, cutoff, []
             )
         plan.readings.append(ForecastReading(checked, left, reset))
     return list(plans.values())
@@ -150,10 +155,13 @@ def _forecasts(
 ) -> dict[str, ConnectionForecast]:
     result = {}
     for plan in plans:
+        # Run-out is where the ladder stops using this plan: its own reserve's exit cutoff
+        # where it sets one (spec/ladder.md, a connection's own reserve).
+        cutoff = reserve_config(config, plan.exit_cutoff_percent, None).exit_cutoff_percent
         made = forecast(
             plan.readings,
             now=now,
-            exit_cutoff_percent=config.exit_cutoff_percent,
+            exit_cutoff_percent=cutoff,
             dropped_out_since=plan.dropped_out_since,
             paid=paces,
             paid_lookback_minutes=lookback_minutes(),

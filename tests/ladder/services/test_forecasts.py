@@ -98,6 +98,19 @@ def test_a_plan_connection_is_forecast_from_its_readings_and_the_paid_pace(price
     )
 
 
+def test_a_plan_with_its_own_reserve_runs_out_at_its_own_exit_cutoff() -> None:
+    make_connection("claude-max-1", exit_cutoff_percent=17.0)
+    make_connection("claude-max-2")
+    burn("claude-max-1")
+    burn("claude-max-2")
+
+    made = {item.connection_id: item.forecast for item in services.plan_forecasts(now=NOW)}
+
+    # 37 % left at 0.5 % a minute: 40 min to its own 17 % cutoff, 70 min to the settings' 2 %.
+    assert made["claude-max-1"].runs_out_at == NOW + minutes(40)
+    assert made["claude-max-2"].runs_out_at == NOW + minutes(70)
+
+
 @pytest.mark.parametrize(
     ("fields", "why"),
     [
