@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from ladder.core.prose import instant_text, money_text
+from ladder.core.prose import money_text, window_text
 from ladder.core.types import BudgetWindow, Cause, LadderConfig, Reason, Rung, RungSpend
 
 
@@ -44,11 +44,19 @@ def budget_cause(
     if spent < budget:
         return None
     window_end = None if spend is None else spend.window_end
+    if window_end is None:
+        window = "an unknown window"
+    else:
+        # The window by its days, as the spend page writes it; the instant it ends is the
+        # cause's `until` (the pool's next_change_at).
+        window_start, _ = budget_window_bounds(
+            config.budget_window, window_end - timedelta(microseconds=1)
+        )
+        window = window_text(window_start, window_end)
     return Cause(
         Reason.BUDGET_EXHAUSTED,
         f"The {rung.label} rung spent {money_text(spent)} USD of its {money_text(budget)} USD "
-        f"{config.budget_window} budget; the window ends "
-        f"{'at an unknown time' if window_end is None else instant_text(window_end)}",
+        f"{config.budget_window} budget of {window}",
         window_end if window_end is not None and window_end > now else None,
     )
 

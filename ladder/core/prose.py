@@ -4,7 +4,7 @@ sentences of causes and exclusions (operators read these)."""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from billing.classify import BillingVerdict
@@ -52,6 +52,14 @@ def instant_text(value: datetime) -> str:
     """An instant in whole seconds, UTC spelled out ("2026-11-29 17:00:00 UTC")."""
     # Operators read these: whole seconds, UTC spelled out ("2026-11-29 17:00:00 UTC").
     return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def window_text(start: datetime, end: datetime) -> str:
+    """A budget window [start, end) by its first and last UTC days, the one way every page
+    and sentence writes it ("2026-11-01 to 2026-11-30 UTC"), never by the next window's
+    first instant."""
+    last = (end - timedelta(microseconds=1)).astimezone(UTC)
+    return f"{start.astimezone(UTC):%Y-%m-%d} to {last:%Y-%m-%d} UTC"
 
 
 def duration_text(seconds: float) -> str:

@@ -376,7 +376,8 @@ def test_budget_exhausted(gateway: str, operator: str) -> None:
         },
     )
     assert spent.json()["rung"] == "premium"
-    _, window_end = budget_window_bounds(BudgetWindow.MONTH, timezone.now())
+    window_start, window_end = budget_window_bounds(BudgetWindow.MONTH, timezone.now())
+    last_day = window_end - timedelta(days=1)
 
     body = pool(gateway, "auto/thrifty", pinned("openai", "gpt-5", "openai-key"))
 
@@ -386,8 +387,8 @@ def test_budget_exhausted(gateway: str, operator: str) -> None:
         "connection_id": "openai-key",
         "rung": "premium",
         "reason": "budget_exhausted",
-        "detail": "The premium rung spent 10.00 USD of its 10.00 USD month budget; the window ends "
-        f"{_utc(window_end)}",
+        "detail": "The premium rung spent 10.00 USD of its 10.00 USD month budget of "
+        f"{window_start:%Y-%m-%d} to {last_day:%Y-%m-%d} UTC",
     }
     assert body["next_change_at"] == iso(window_end)
 

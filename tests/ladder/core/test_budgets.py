@@ -140,8 +140,8 @@ def test_a_spent_budget_drops_its_rung_until_the_window_ends() -> None:
             "or",
             Rung.PREMIUM,
             Reason.BUDGET_EXHAUSTED,
-            "The premium rung spent 10.25 USD of its 10.00 USD month budget; "
-            "the window ends 2026-12-01 00:00:00 UTC",
+            "The premium rung spent 10.25 USD of its 10.00 USD month budget of "
+            "2026-11-01 to 2026-11-30 UTC",
         ),
     )
     assert decision.next_change_at == window_end

@@ -97,8 +97,8 @@ def test_a_scripted_sequence_gives_exactly_these_transitions_in_order() -> None:
     assert (budget.provider, budget.model, budget.detail) == (
         "openai",
         "gpt-4o-mini",
-        "The cheap rung spent 2.50 USD of its 2.00 USD month budget; "
-        "the window ends 2026-12-01 00:00:00 UTC",
+        "The cheap rung spent 2.50 USD of its 2.00 USD month budget of "
+        "2026-11-01 to 2026-11-30 UTC",
     )
     entered = PoolTransition.objects.filter(auto_id="auto/thrifty").order_by("at", "id").first()
     assert entered is not None
