@@ -139,7 +139,11 @@ class QuotaReading(models.Model):
 
     class Meta:
         ordering = ("-checked_at", "-id")
-        indexes = (models.Index(fields=("connection", "-checked_at")),)
+        indexes = (
+            models.Index(fields=("connection", "-checked_at")),
+            # The spend page's plan utilisation: the windows that reset in a period.
+            models.Index(fields=("reset_at",), name="reading_reset_at"),
+        )
 
     def __str__(self) -> str:
         return f"{self.connection_id} {self.status} {self.remaining_percent} @ {self.checked_at}"
@@ -280,6 +284,19 @@ class SpendEntry(models.Model):
     rung = models.CharField(max_length=16)
     occurred_at = models.DateTimeField()
     recorded_at = models.DateTimeField(auto_now_add=True)
+    # The gateway token that reported it (null: reported before tokens were recorded, or
+    # written by the dashboard's seed). No constraint and no index: a report costs no
+    # lookup of the token row, and a token deleted in the admin leaves its id, read as
+    # "a deleted token" by the spend page's breakdown.
+    token = models.ForeignKey(
+        "ApiToken",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ("-occurred_at", "-id")

@@ -8,11 +8,12 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpRequest
 from ninja.responses import NinjaJSONEncoder
 from pydantic import ValidationError as PydanticValidationError
 
 from ladder import services
-from ladder.models import SpendEntry
+from ladder.models import ApiToken, SpendEntry
 from ladder.schemas import SpendEntryIn
 from omniroute_admin.errors import validation_error_body
 
@@ -20,9 +21,9 @@ from omniroute_admin.errors import validation_error_body
 EntryErrors = list[dict[str, Any]]
 
 
-def spend_input_of(payload: Any) -> services.SpendInput:
+def spend_input_of(payload: Any, token_id: int | None = None) -> services.SpendInput:
     """A validated body (SpendIn, or a batch entry's SpendEntryIn) as the service's
-    input (costs as exact decimals)."""
+    input (costs as exact decimals), reported by the API token `token_id`."""
     cost = payload.cost_usd
     return services.SpendInput(
         request_id=payload.request_id,
@@ -33,10 +34,11 @@ def spend_input_of(payload: Any) -> services.SpendInput:
         input_tokens=payload.input_tokens,
         output_tokens=payload.output_tokens,
         occurred_at=payload.occurred_at,
+        token_id=token_id,
     )
 
 
-def parse_entry(raw: Any) -> services.SpendInput | EntryErrors:
+def parse_entry(raw: Any, token_id: int | None = None) -> services.SpendInput | EntryErrors:
     """One batch entry validated exactly as POST /spend's body, or its errors."""
     try:
         payload = SpendEntryIn.model_validate(raw)
@@ -45,7 +47,13 @@ def parse_entry(raw: Any) -> services.SpendInput | EntryErrors:
             {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
             for e in error.errors(include_url=False)
         ]
-    return spend_input_of(payload)
+    return spend_input_of(payload, token_id)
+
+
+def token_id_of(request: HttpRequest) -> int | None:
+    """The id of the API token that authenticated `request` (None: no token)."""
+    token = getattr(request, "auth", None)
+    return token.pk if isinstance(token, ApiToken) else None
 
 
 def entry_error(index: int, errors: EntryErrors) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def post_spend(request: HttpRequest, payload: SpendIn) -> Any:
     `cost_usd` is computed from the tokens and the price catalog."""
     # A ValidationError (e.g. a computed cost too large to store) answers a 422.
     entry, created = services.record_spend(
-        spend_answers.spend_input_of(payload), counters=pool_answers.request_counters(request)
+        spend_answers.spend_input_of(payload, spend_answers.token_id_of(request)),
+        counters=pool_answers.request_counters(request),
     )
     return Status((201 if created else 200), entry)
 
@@ -122,7 +123,8 @@ def post_spend_batch(request: HttpRequest, payload: SpendBatchIn) -> Any:
     per `request_id` (within the batch too), results in the order of the entries; a bad
     entry gets `{"error": [...]}` (the single endpoint's 422 list) in its slot and stops
     none of the others. More than 1,000 entries is a 422 and records nothing."""
-    parsed = [spend_answers.parse_entry(raw) for raw in payload.entries]
+    token_id = spend_answers.token_id_of(request)
+    parsed = [spend_answers.parse_entry(raw, token_id) for raw in payload.entries]
     batch = services.record_spend_batch(
         [item for item in parsed if isinstance(item, services.SpendInput)]
     )

@@ -49,6 +49,8 @@ class SpendInput:
     input_tokens: int | None = None
     output_tokens: int | None = None
     occurred_at: datetime | None = None
+    # The id of the API token that reported it (the spend page's breakdown by token).
+    token_id: int | None = None
 
 
 def current_spend_snapshot() -> Snapshot:
@@ -196,6 +198,7 @@ def new_entry(data: SpendInput, rung: Rung, snapshot: Snapshot, now: datetime) -
             "output_tokens": data.output_tokens,
             "rung": rung.label,
             "occurred_at": data.occurred_at or now,
+            "token_id": data.token_id,
         }
     )
 

@@ -106,6 +106,7 @@ def _bulk_insert(entries: list[SpendEntry], now: datetime) -> None:
             entry.rung,
             adapt_time(entry.occurred_at),
             adapt_time(now),
+            entry.token_id,
         )
     row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
     sql = f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(entries))}"

@@ -1,8 +1,9 @@
 """The spend page's reads: the paid rungs' spend and the plans' savings per UTC day over
 the current and the previous budget window (from the running day totals), and a window's
-breakdown by connection and by model (grouped in SQL). Five queries whatever the ledger
-holds: the settings, the day totals, and the breakdown window's totals, connections and
-models (each list capped at BREAKDOWN_ROWS groups)."""
+breakdown by connection, by model and by the gateway token that reported it (grouped in
+SQL), and the plans' utilisation over the period. Seven queries whatever the ledger or
+the readings hold: the settings, the day totals, the breakdown's totals, connections,
+models and tokens (each list capped at BREAKDOWN_ROWS groups), and the plans' windows."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from ladder.core import LadderConfig
 from ladder.core.budgets import utc_day
+from ladder.core.plan_use import PlanUse
 from ladder.core.spend_series import (
     PAID,
     PLAN_INCLUDED,
@@ -27,6 +29,7 @@ from ladder.core.spend_series import (
 )
 from ladder.models import SpendDayTotal, SpendEntry
 from ladder.services.config import load_config
+from ladder.services.plan_use import plan_use
 from ladder.services.spend import SpendSummary, summarise_spend
 from ladder.services.spend_ledger import SpendFilters
 from ladder.services.spend_totals import spend_by_rung
@@ -64,6 +67,10 @@ class Breakdown:
     # More groups than BREAKDOWN_ROWS: the lists show the largest ones.
     are_connections_cut: bool
     are_models_cut: bool
+    # By the API token that reported each entry (entries from before tokens were
+    # recorded, migration 0017, are one row: "no token recorded").
+    by_token: list[BreakdownRow] = dataclasses.field(default_factory=list)
+    are_tokens_cut: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,8 @@ class SpendReport:
     breakdown: Breakdown
     # The chosen period day by day (through today at the latest).
     period: WindowSeries
+    # Each plan connection's windows that reset in the period.
+    plan_use: list[PlanUse] = dataclasses.field(default_factory=list)
 
     @property
     def budgets(self) -> dict[str, Decimal | None]:
@@ -133,13 +142,28 @@ def _grouped(entries: QuerySet[SpendEntry], *fields: str) -> list[dict[str, Any]
     )
 
 
+NO_TOKEN = "no token recorded"
+
+
+def token_key(token_id: int | None, name: str | None, prefix: str | None) -> str:
+    """How the breakdown names a token: its name and prefix (names need not be unique),
+    or why it has none."""
+    if token_id is None:
+        return NO_TOKEN
+    if name is None:
+        return f"a deleted token (id {token_id})"
+    return f"{name} ({prefix}…)"
+
+
 def breakdown(window: WindowName, start: datetime, end: datetime) -> Breakdown:
-    """The ledger entries of [start, end) by connection and by model, each group with
-    its requests, what it billed, its list price and what it saved (three queries)."""
+    """The ledger entries of [start, end) by connection, by model and by token, each
+    group with its requests, what it billed, its list price and what it saved (four
+    queries)."""
     entries = SpendEntry.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
     total = _row("total", entries.order_by().aggregate(**_SUMS))
     connections = _grouped(entries, "connection_id")
     models = _grouped(entries, "provider", "model")
+    tokens = _grouped(entries, "token_id", "token__name", "token__prefix")
     return Breakdown(
         window=window,
         start=start,
@@ -149,6 +173,11 @@ def breakdown(window: WindowName, start: datetime, end: datetime) -> Breakdown:
         by_model=[_row(f"{r['provider']}/{r['model']}", r) for r in models[:BREAKDOWN_ROWS]],
         are_connections_cut=len(connections) > BREAKDOWN_ROWS,
         are_models_cut=len(models) > BREAKDOWN_ROWS,
+        by_token=[
+            _row(token_key(r["token_id"], r["token__name"], r["token__prefix"]), r)
+            for r in tokens[:BREAKDOWN_ROWS]
+        ],
+        are_tokens_cut=len(tokens) > BREAKDOWN_ROWS,
     )
 
 
@@ -169,8 +198,9 @@ def spend_report(
 ) -> SpendReport:
     """The spend page at `now`: both windows day by day, the current window against the
     budgets, and the breakdown and days of `period` ([start, end) at UTC midnights;
-    default: `window`), six queries whatever the ledger holds or the period spans
-    (five when the caller read the settings already: `config`)."""
+    default: `window`) with the plans' utilisation over it, eight queries whatever the
+    ledger or the readings hold or the period spans (seven when the caller read the
+    settings already: `config`)."""
     config = config or load_config()
     (previous_start, _), (current_start, end) = budget_windows(config.budget_window, now)
     if period is None:
@@ -190,4 +220,5 @@ def spend_report(
         summary=dataclasses.replace(summary, saved_usd=current.saved_usd),
         breakdown=breakdown(window, period[0], period[1]),
         period=shown,
+        plan_use=plan_use(period[0], period[1], now=now),
     )

@@ -36,6 +36,7 @@ ENTRY_FIELDS = (
     "rung",
     "occurred_at",
     "recorded_at",
+    "token_id",
 )
 
 # The shards of a (day, rung) total that single reports spread over, by database

@@ -1,6 +1,7 @@
 """The spend and savings page: what the paid rungs cost per UTC day and what the plans
 saved, over the current and the previous budget window (two bar charts and the table of
-their numbers), the budgets, a window's breakdown by connection and by model, and the
+their numbers), the budgets, a period's breakdown by connection, by model and by token,
+the plans' utilisation over it, and the
 ledger's CSV download for a signed-in viewer (the API's export needs a token)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.views.decorators.http import require_GET
 from ladder import services
 from ladder.core import BudgetWindow
 from ladder.core.budgets import utc_day
+from ladder.core.plan_use import PlanUse
 from ladder.core.prose import money_text
 from ladder.core.spend_series import PAID, SpendDay, WindowSeries, budget_windows
 from ladder.web.presenters import budget_lines
@@ -111,6 +113,35 @@ def _breakdown_lines(rows: list[services.BreakdownRow]) -> list[BreakdownLine]:
             money(r.saved_usd),
         )
         for r in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanUseLine:
+    """A plan connection's utilisation over the period, percents to one decimal."""
+
+    connection_id: str
+    resets: int
+    used: str
+    left: str
+    unused_windows: str
+    last_reset_at: datetime
+    last_left: str
+
+
+def plan_use_lines(uses: list[PlanUse]) -> list[PlanUseLine]:
+    """The plan utilisation table's rows (no query)."""
+    return [
+        PlanUseLine(
+            use.connection_id,
+            use.resets,
+            f"{use.mean_used_percent:.1f}",
+            f"{use.mean_left_percent:.1f}",
+            f"{use.unused_windows:.1f}",
+            use.last.reset_at,
+            f"{use.last.lowest_remaining_percent:.1f}",
+        )
+        for use in uses
     ]
 
 
@@ -252,6 +283,8 @@ def spend_page(request: HtmxHttpRequest) -> TemplateResponse:
         "breakdown_total": _breakdown_lines([breakdown.total])[0],
         "by_connection": _breakdown_lines(breakdown.by_connection),
         "by_model": _breakdown_lines(breakdown.by_model),
+        "by_token": _breakdown_lines(breakdown.by_token),
+        "plan_use": plan_use_lines(report.plan_use),
         "breakdown_rows": services.BREAKDOWN_ROWS,
         "spend_url": spend_url,
         "presets": [

@@ -188,13 +188,14 @@ def _grow_ledger(count: int) -> None:
 # 1,000 more entries an hour apart back from NOW: those of the last 684 hours and the one
 # at 2026-11-01 00:00 exactly (index 684) are in the current window: 685.
 @pytest.mark.parametrize(("more", "requests"), [(0, 6), (1000, 6 + 685)])
-def test_the_report_runs_five_queries_whatever_the_ledger_holds(
+def test_the_report_runs_seven_queries_whatever_the_ledger_holds(
     ledger: None, more: int, requests: int, django_assert_num_queries: Any
 ) -> None:
     _grow_ledger(more)
 
-    # the settings, the day totals, and the breakdown's totals, connections and models
-    with django_assert_num_queries(5):
+    # the settings, the day totals, the breakdown's totals, connections, models and
+    # tokens, and the plans' windows
+    with django_assert_num_queries(7):
         report = services.spend_report(now=NOW)
 
     assert report.breakdown.total.requests == requests

@@ -32,7 +32,9 @@ PAGE_QUERIES = {
     "/candidates/?q=claude&page=2": 11,
     "/pools/": 7,
     "/pools/?auto_id=auto/thrifty": 7,
-    "/spend/": 6,  # the settings, the day totals, the breakdown's totals, connections, models
+    # the settings, the day totals, the breakdown's totals, connections, models and tokens,
+    # and the plans' windows that reset in the period
+    "/spend/": 8,
     "/catalog/": 4,
     "/prices/": 5,
     "/settings/": 5,

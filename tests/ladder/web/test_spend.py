@@ -4,7 +4,7 @@ charts' text alternatives, the breakdowns, empty states, access and query counts
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -16,7 +16,7 @@ from ladder.models import SpendDayTotal
 from ladder.web.spend import PAID_SERIES
 from ladder.web.spend_chart import daily_bar_chart, nice_ceiling
 from omniroute_admin import dashboard
-from tests.ladder.factories import NOW
+from tests.ladder.factories import NOW, make_reading
 from tests.ladder.services.test_spend_history import _grow_ledger
 from tests.ladder.spend_ledger import write_ledger
 from tests.pages import Element, parse
@@ -175,7 +175,7 @@ def test_the_previous_window_breakdown_comes_as_a_fragment_for_htmx(viewer: Clie
 def test_an_unknown_window_shows_the_current_one(viewer: Client) -> None:
     page = _page(viewer, URL + "?window=%00nonsense")
 
-    assert page.by_id("breakdown-heading").text == "By connection and by model, this month"
+    assert page.by_id("breakdown-heading").text == "By connection, model and token, this month"
 
 
 def test_an_empty_ledger_explains_itself(client: Client) -> None:
@@ -272,9 +272,9 @@ def test_the_page_runs_the_same_queries_whatever_the_ledger_holds(
     _grow_ledger(more)
     assert viewer.get(URL).status_code == 200
 
-    # The session and its user (2), the viewer's role, the settings, the day totals, and
-    # the breakdown's totals, connections and models.
-    with django_assert_num_queries(8):
+    # The session and its user (2), the viewer's role, the settings, the day totals, the
+    # breakdown's totals, connections, models and tokens, and the plans' windows.
+    with django_assert_num_queries(10):
         assert viewer.get(URL).status_code == 200
 
 
@@ -389,7 +389,7 @@ def test_a_bad_custom_range_says_why_and_shows_this_window(
     page = _page(viewer, f"{URL}?{query}")
 
     assert page.by_id("period-refused").text == f"Not shown: {why} Showing this month."
-    assert page.by_id("breakdown-heading").text == "By connection and by model, this month"
+    assert page.by_id("breakdown-heading").text == "By connection, model and token, this month"
 
 
 def test_money_reads_to_the_cent_and_is_exact_on_hover(viewer: Client) -> None:
@@ -424,3 +424,38 @@ def test_the_csv_of_a_period_has_its_entries_only(viewer: Client) -> None:
         b"nov-premium",
         b"nov-cheap-1",
     ]
+
+
+def test_the_breakdown_by_token_names_each_reporter(viewer: Client) -> None:
+    # The hand-written ledger was reported through the service with no token.
+    rows = _rows(_page(viewer).by_class("spend-by-token")[0])
+
+    assert rows == [["no token recorded", "6", "6.00", "10.80", "4.80"]]
+
+
+def test_plan_utilisation_per_plan_connection(viewer: Client) -> None:
+    day = NOW.replace(hour=0)
+    for hours, remaining, reset in ((1, 80.0, 5), (4, 30.0, 5), (6, 20.0, 10), (9, 0.0, 10)):
+        at = day + timedelta(hours=hours)
+        make_reading(
+            "plan",
+            now=at,
+            checked_at=at,
+            remaining_percent=remaining,
+            reset_at=day + timedelta(hours=reset),
+        )
+
+    page = _page(viewer, URL + "?period=today")
+
+    assert _rows(page.by_id("plan-use")) == [
+        ["plan", "2", "85.0", "15.0", "0.3", "2026-11-29 10:00 UTC, 0.0 % left"]
+    ]
+
+
+def test_no_plan_window_reset_says_so(viewer: Client) -> None:
+    page = _page(viewer, URL + "?period=today")
+
+    assert page.by_id("plan-use-empty").text == (
+        "No plan's quota window reset today with a reading before it: utilisation shows "
+        "once a read plan connection's window resets."
+    )
