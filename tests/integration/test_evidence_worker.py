@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from billing import services as billing_services
+from billing.models import BillingCatalogEntry
 from ladder import services
 from ladder.core import SUBSCRIPTION_AUTO_ID
 from ladder.models import Connection
@@ -43,6 +44,15 @@ def _limits_only(opus_used: float, *, spend: bool | None = None) -> dict[str, An
 
 
 def _plan_with_candidates() -> str:
+    # A transactional test empties the tables, the seeded catalog included: curate the
+    # plan again when an earlier test took it away (else it reads uncurated, premium).
+    if not BillingCatalogEntry.objects.filter(provider="claude", auth_type="oauth").exists():
+        billing_services.create_catalog_entry(
+            billing_services.CatalogInput(
+                "claude", "oauth", "subscription", "hard-stop", "plan windows stop at the limit"
+            ),
+            actor="tests",
+        )
     for model in (OPUS, SONNET):
         billing_services.upsert_price(
             billing_services.PriceInput("claude", model, Decimal(3), Decimal(15), None),
@@ -93,3 +103,20 @@ def test_a_limits_only_payload_keeps_the_plan_and_spend_enabled_takes_it_out_in_
         (SONNET, "overage_not_hard_stop"),
     }
     assert "the usage says spend.enabled: true" in decision.excluded[0].detail
+
+
+def test_an_opus_scoped_cap_at_100_takes_opus_out_and_leaves_sonnet(
+    upstream: ScriptedUpstream, worker: Worker
+) -> None:
+    upstream.script = lambda path: (200, _limits_only(100.0))
+    connection_id = _plan_with_candidates()
+
+    decision = wait_until(lambda: (d := _subscription()).candidates and d, timeout=20)
+
+    assert [(c.model, c.connection_id) for c in decision.candidates] == [(SONNET, connection_id)]
+    assert [(e.model, e.connection_id, e.reason.value) for e in decision.excluded] == [
+        (OPUS, connection_id, "quota_exhausted")
+    ]
+    assert decision.excluded[0].detail.startswith(
+        "Model scope opus: Upstream reports EXHAUSTED with 0.0 % left"
+    )
