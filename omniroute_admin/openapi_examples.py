@@ -7,6 +7,16 @@ from typing import Any
 
 T = "2026-11-29T12:00:00Z"
 RESET = "2026-11-29T17:00:00Z"
+FORECAST = {
+    "runs_out_at": "2026-11-29T14:00:00Z",
+    "before_reset": True,
+    "paid_until_reset_usd": 3.1,
+    "basis": "from 7 readings over the last 52 min, and the paid rungs' spend over the last 60 min",
+    "reset_at": RESET,
+    "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
+    "sentence": "claude-max-1 runs out in about 2 h, 3 h before its reset; at the "
+    "current mix the cheap rung takes about $3.10 until then.",
+}
 
 EXAMPLES: dict[str, dict[str, Any]] = {
     "EntryOut": {
@@ -72,17 +82,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         },
         "reading_current": True,
         "hysteresis": {"state": "in_play", "since": T, "reason": "in play since its first reading"},
-        "forecast": {
-            "runs_out_at": "2026-11-29T14:00:00Z",
-            "before_reset": True,
-            "paid_until_reset_usd": 3.1,
-            "basis": "from 7 readings over the last 52 min, and the paid rungs' spend over "
-            "the last 60 min",
-            "reset_at": RESET,
-            "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
-            "sentence": "claude-max-1 runs out in about 2 h, 3 h before its reset; at the "
-            "current mix the cheap rung takes about $3.10 until then.",
-        },
+        "forecast": FORECAST,
         "cooldown_until": None,
         "consecutive_failures": 0,
         "quota_error": "",
@@ -176,6 +176,20 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "saved_usd": 41.7,
     },
     "AliasOut": {"alias": "anthropic", "provider": "claude"},
+    "PlanForecastOut": {"connection_id": "claude-max-1", **FORECAST},
+    "OutcomeOut": {
+        "connection_id": "claude-max-1",
+        "window_reset_at": RESET,
+        "forecast_at": T,
+        "runs_out_at": "2026-11-29T14:00:00Z",
+        "before_reset": True,
+        "paid_until_reset_usd": 3.1,
+        "basis": "from 7 readings over the last 52 min",
+        "ran_out_at": "2026-11-29T14:12:00Z",
+        "closed": True,
+        "outcome": "ran_out_as_forecast",
+        "error_seconds": 720.0,
+    },
 }
 PATH_EXAMPLES = {
     "entry_id": 1,

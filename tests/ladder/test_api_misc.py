@@ -563,6 +563,7 @@ def test_post_candidate_registers_it_with_201(gateway: str) -> None:
     assert response.json() == {
         "id": candidate.pk,
         "provider": "claude",
+        "registered_provider": "claude",
         "model": "claude-sonnet-4-5",
         "categories": ["coding", "chat"],
         "priority": -3,
@@ -584,6 +585,7 @@ def test_post_candidate_defaults_categories_and_priority(gateway: str) -> None:
     assert response.json() == {
         "id": Candidate.objects.get().pk,
         "provider": "openai",
+        "registered_provider": "openai",
         "model": "gpt-4o-mini",
         "categories": [],
         "priority": 0,
@@ -667,6 +669,7 @@ def test_list_candidates_orders_by_priority_then_id(gateway: str) -> None:
     assert response.json()[0] == {
         "id": early.pk,
         "provider": "openai",
+        "registered_provider": "openai",
         "model": "a",
         "categories": [],
         "priority": 1,
@@ -690,6 +693,7 @@ def test_put_candidate_replaces_its_fields(gateway: str) -> None:
     assert response.json() == {
         "id": candidate.pk,
         "provider": "claude",
+        "registered_provider": "claude",
         "model": "claude-opus",
         "categories": [],
         "priority": 0,
