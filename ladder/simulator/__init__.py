@@ -2,9 +2,11 @@
 
 Modules: `trace` (requests, the CSV parser, the synthetic trace), `world` (connections,
 plan windows, timing, the sizing of registered connections), `providers` (the ground
-truth of each connection's windows), `run` (one policy over one trace: the core called
-as the shell calls it), `results` (policies, outcomes, totals and chart series), and
-`report` (table, CSV, and the HTML report from `templates/ladder/simulation_report.html`).
+truth of each connection's windows), `state` (the product's state of each connection in
+a run), `run` (one policy over one trace: the core called as the shell calls it),
+`results` (policies, outcomes, totals and chart series), `report` (table, CSV, and the
+HTML report from `templates/ladder/simulation_report.html`), and the shipped scenarios
+`staggered` and `scoped`.
 
 No django, no clock, no IO: the shell (`manage.py simulate`) hands in the world (the
 connections with their plan windows, the candidates, the price book and the frozen
@@ -40,5 +42,11 @@ Ground truth lives in the simulated providers: a connection's plan windows (e.g.
 to it and empty at each window boundary. A request landing on a connection with a full
 window is refused with a 429 naming the instant it serves again, and the gateway falls
 through to the next connection of the pool within the same request (ladder.md). A plan
-whose overage meters to paid keeps serving past its plan and bills the model's price.
+whose overage meters to paid (or an account that can meter: `SimConnection.can_meter`)
+keeps serving past its plan and bills the model's price. A window may carry a model scope
+(`PlanWindow.model_scope`): it counts and binds only its models' requests, the runs keep
+the product's scoped state (`core.scopes`), and `simulate(single_window=True)` replays the
+rule before it (every window binds the connection); `scoped` is the shipped scenario
+(`manage.py simulate --scoped`) comparing both, and a can-meter plan's evidence ignored
+against heeded.
 """

@@ -107,6 +107,10 @@ class PolicyResult:
     # Consecutive turns of one conversation, and how many of them changed connection.
     conversation_turns: int = 0
     conversation_switches: int = 0
+    # What plans billed past their limit (an overage-enabled plan serving on), in USD and
+    # requests: outside every budget, and under auto/subscription a broken promise.
+    plan_overage_usd: Decimal = Decimal(0)
+    plan_overage_requests: int = 0
 
     @property
     def switches_per_turn(self) -> float:

@@ -33,13 +33,16 @@ class PlanUnit(StrEnum):
 @dataclass(frozen=True, slots=True)
 class PlanWindow:
     """One usage window of a simulated provider: `size` units per `length`, restarting at
-    `anchor + k * length`."""
+    `anchor + k * length`. `model_scope`: a per-model cap (a family such as `opus`, or a
+    model id) that counts and binds only the requests of its models; None binds every
+    request (spec/ladder.md, "Windows scoped to a model")."""
 
     name: str
     size: int
     unit: PlanUnit
     length: timedelta
     anchor: datetime
+    model_scope: str | None = None
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -65,6 +68,9 @@ class SimConnection:
     is_active: bool = True
     is_polled: bool = False
     windows: tuple[PlanWindow, ...] = ()
+    # The account can bill past its plan's limit whatever the catalog says (a Claude plan
+    # with extra usage on, a Codex account holding credits); its usage endpoint says so.
+    can_meter: bool = False
 
     @property
     def is_plan(self) -> bool:
@@ -73,8 +79,9 @@ class SimConnection:
 
     @property
     def bills_past_plan(self) -> bool:
-        """A plan whose overage meters to paid keeps serving past its windows, billed."""
-        return self.is_plan and self.billing.overage == Overage.METERS_TO_PAID
+        """A plan whose overage meters to paid (by its catalog entry, or because this
+        account can meter) keeps serving past its windows, billed."""
+        return self.is_plan and (self.can_meter or self.billing.overage == Overage.METERS_TO_PAID)
 
     @property
     def is_billed(self) -> bool:

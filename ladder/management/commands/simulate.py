@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ladder.core import CandidateIn
 from ladder.services import simulations
 from ladder.services.loading import registered_candidates
+from ladder.simulator import scoped
 from ladder.simulator.report import REPORTS_DIR_NAME, ReportContext, format_table, write_report
 from ladder.simulator.results import Policy
 from ladder.simulator.run import simulate_all
@@ -91,6 +92,14 @@ class Command(BaseCommand):
             "comparison and writes nothing",
         )
         parser.add_argument(
+            "--scoped",
+            action="store_true",
+            help="replay the shipped scoped-window scenario instead (one plan seat whose "
+            "Opus weekly cap runs out midweek, and the same seat with extra usage on): "
+            "the single-window rule against windows scoped to a model, and billing "
+            "evidence ignored against heeded; prints the comparison and writes nothing",
+        )
+        parser.add_argument(
             "--out",
             type=Path,
             default=None,
@@ -106,6 +115,15 @@ class Command(BaseCommand):
                 "conversations (seed 36), auto/thrifty."
             )
             self.stdout.write(format_comparison(compare()))
+            self.stdout.write(f"Simulated in {time.perf_counter() - started:.1f} s.")
+            return
+        if options["scoped"]:
+            self.stdout.write(
+                "Windows scoped to a model: one Claude Max seat (five-hour, weekly and Opus "
+                "weekly windows) and a metered key, 2 weeks of Opus and Sonnet traffic with "
+                "a daily agent run of Opus (seed 32)."
+            )
+            self.stdout.write(scoped.format_comparison(scoped.compare()))
             self.stdout.write(f"Simulated in {time.perf_counter() - started:.1f} s.")
             return
         candidates = registered_candidates()

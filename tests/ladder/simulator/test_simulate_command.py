@@ -158,3 +158,29 @@ def test_simulate_staggered_prints_the_comparison_and_writes_nothing(
     assert lines[7].startswith("soonest reset first leaves ")
     assert not var_dir.exists()
     assert week.end - week.start == timedelta(days=7)
+
+
+def test_simulate_scoped_prints_the_comparison_and_writes_nothing(
+    var_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ladder.simulator import scoped
+
+    # One week of the scenario's traffic (the two weeks are pinned in test_scoped.py).
+    week = scoped.scoped_trace(weeks=1)
+    real_compare = scoped.compare
+    monkeypatch.setattr(scoped, "compare", lambda: real_compare(trace=week))
+
+    output = _run("--scoped")
+
+    lines = output.splitlines()
+    assert lines[0].startswith("Windows scoped to a model: one Claude Max seat")
+    assert [line.split("  ")[0] for line in lines[3:8]] == [
+        "thrifty, every window binds the seat",
+        "thrifty, windows scoped to a model",
+        "plans only, can meter, evidence ignored",
+        "plans only, can meter, evidence heeded",
+        "thrifty, can meter, evidence heeded",
+    ]
+    assert lines[8].startswith("the single-window rule paid ")
+    assert lines[9].startswith("with extra usage on, plans only billed ")
+    assert not var_dir.exists()
