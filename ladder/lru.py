@@ -1,4 +1,4 @@
-"""The per-process caches of the pool hot path (ladder.services, ladder.pool_answers):
+"""The per-process caches of the pool hot path (ladder.services, ladder.api.pool_answers):
 cachetools' LRU map, bounded by bytes through its size function.
 
 An entry's size is the caller's accounting (a length it already has, or an estimate from

@@ -11,11 +11,8 @@ from billing import services as billing_services
 from billing.alias_api import router as alias_router
 from billing.api import router as billing_router
 from ladder import services as ladder_services
-from ladder.api import router as ladder_router
+from ladder.api import ROUTERS as LADDER_ROUTERS
 from ladder.crypto import CredentialKeyMissing
-from ladder.forecast_api import router as forecast_router
-from ladder.pool_history import router as pool_history_router
-from ladder.spend_api import router as spend_router
 from omniroute_admin.errors import install_handlers
 from omniroute_admin.openapi_examples import add_examples
 
@@ -46,6 +43,16 @@ class OmniRouteAPI(NinjaAPI):
                     )
         # A fresh copy: a caller that edits its document never edits the next caller's.
         return json.loads(self._built[path_prefix])
+
+    def get_openapi_operation_id(self, operation: Any) -> str:
+        """An endpoint's operation id names its API package and its function, not the file
+        it sits in (`ladder_api_get_pool` for ladder.api.pools.get_pool), so moving an
+        endpoint between the package's modules keeps its id."""
+        module = operation.view_func.__module__
+        app, _, rest = module.partition(".api.")
+        if rest:
+            module = f"{app}.api"
+        return f"{module}_{operation.view_func.__name__}".replace(".", "_")
 
 
 api = OmniRouteAPI(
@@ -79,8 +86,5 @@ FIELD_ERRORS: dict[type[Exception], str] = {CredentialKeyMissing: "credential"}
 install_handlers(api, DOMAIN_STATUSES, FIELD_ERRORS)
 api.add_router("", billing_router)
 api.add_router("", alias_router)
-# Before the ladder's: its /pools/{path:auto_id} would take ".../history" as an auto id.
-api.add_router("", pool_history_router)
-api.add_router("", forecast_router)
-api.add_router("", ladder_router)
-api.add_router("", spend_router)
+for ladder_router in LADDER_ROUTERS:
+    api.add_router("", ladder_router)

@@ -1,7 +1,7 @@
 """The change feed's long poll: `GET /api/v1/changes` (spec/api.md, "Caching a decision in
 the gateway").
 
-The endpoint itself is an ordinary ninja view (ladder.api.get_changes) behind all of
+The endpoint itself is an ordinary ninja view (ladder.api.feed.get_changes) behind all of
 Django's guards: it authenticates the token (whose query also reads both counters),
 validates `after` and `wait`, and answers at once unless `after` is the current version
 and `wait` > 0. Then it answers the current version with the internal `HOLD_HEADER`

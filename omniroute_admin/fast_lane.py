@@ -13,7 +13,7 @@ The lane only replays what Django itself answered. It serves a request only when
 earlier request of the same shape (host, scheme, proxy headers) got a 200 from the
 endpoint, and it sends that response's headers (security headers included) with the
 cached body; a decision's own headers (`ETag`, `Cache-Control`) are never learned but
-computed for each answer (ladder.pool_answers). So a host Django refuses, a plain-HTTP
+computed for each answer (ladder.api.pool_answers). So a host Django refuses, a plain-HTTP
 request it redirects, an unknown or revoked token, a bad auto id or a decision not
 cached yet all go on to Django, every time, and get Django's answer. Its one query runs
 under the request deadline (omniroute_admin.deadline) like any API request: a database
@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ladder.pool_answers import PoolAnswer, body_key, cached_pool_answer
+from ladder.api.pool_answers import PoolAnswer, body_key, cached_pool_answer
 from omniroute_admin.deadline import (
     DETAIL,
     UNAVAILABLE_DETAIL,
@@ -44,7 +44,7 @@ from omniroute_admin.errors import JSON_CONTENT_TYPE, unavailable_body
 logger = logging.getLogger(__name__)
 
 POOLS_PREFIX = "/api/v1/pools/"
-# `GET /api/v1/pools/<auto id>/history` (ladder.pool_history) is Django's, always: never
+# `GET /api/v1/pools/<auto id>/history` (ladder.api.history) is Django's, always: never
 # answered here, and its headers (a page's `Link`) never learned for a shape.
 HISTORY_SUFFIX = "/history"
 BEARER = "Bearer "

@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ladder import beat
-from ladder.api import models_list
+from ladder.api.models_list import models_list
 from ladder.metrics import REGISTRY
 from ladder.models import ApiToken
 from ladder.tokens import authenticate

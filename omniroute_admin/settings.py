@@ -195,7 +195,7 @@ CHANGE_FEED_RESYNC_SECONDS: float = _typed("CHANGE_FEED_RESYNC_SECONDS", env.flo
 if CHANGE_FEED_RESYNC_SECONDS <= 0:
     raise ImproperlyConfigured("CHANGE_FEED_RESYNC_SECONDS must be more than 0.")
 # Each web process caches pool decisions and their rendered bodies (ladder.services,
-# ladder.pool_answers): at most this many bytes together (three quarters decisions, a quarter
+# ladder.api.pool_answers): at most this many bytes together (three quarters decisions, a quarter
 # bodies), least recently used out first; a single answer above an eighth of its share is
 # served but not kept. 0 caches nothing.
 DECISION_CACHE_MAX_BYTES: int = _typed("DECISION_CACHE_MAX_BYTES", env.int, 64 * 1024 * 1024)

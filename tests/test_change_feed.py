@@ -1,4 +1,4 @@
-"""The change feed `GET /api/v1/changes` (omniroute_admin/change_feed.py, ladder.api):
+"""The change feed `GET /api/v1/changes` (omniroute_admin/change_feed.py, ladder.api.feed):
 its contract through the WSGI application as a server calls it, and the per-process hub
 that wakes its waiters."""
 

@@ -105,7 +105,7 @@ def test_a_request_path_with_cr_lf_cannot_forge_the_apps_own_log_line(
 ) -> None:
     from django.db import OperationalError
 
-    from ladder import pool_answers
+    from ladder.api import pool_answers
 
     def database_gone(auto_id: str) -> Any:
         raise OperationalError("the database is gone")

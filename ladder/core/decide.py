@@ -85,7 +85,7 @@ def rung_for(billing: BillingVerdict, tier: Tier) -> Rung:
 # --------------------------------------------------------------------------- decisions
 
 
-# Weak-referenceable: ladder.pool_answers keeps rendered bodies by decision without keeping the
+# Weak-referenceable: ladder.api.pool_answers keeps rendered bodies by decision without keeping the
 # decision itself alive.
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Decision:

@@ -47,7 +47,7 @@ DECISION_CACHE_SIZE = 512
 
 
 # Cached decisions are bounded by bytes too (DECISION_CACHE_MAX_BYTES, of which they get
-# this share; the rendered bodies in ladder.pool_answers the rest): a pool POST may carry 5,000
+# this share; the rendered bodies in ladder.api.pool_answers the rest): a pool POST may carry 5,000
 # candidates, and 80 such decisions once took 2 GB. A decision's size is estimated in
 # O(1) from lengths at hand, with constants measured with tracemalloc and rounded up:
 # - per pool entry or exclusion: its tuple, id and rung, and an exclusion's detail text

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from billing.models import ChangeCounter
-from ladder import pool_answers, services
+from ladder import services
+from ladder.api import pool_answers
 from ladder.core import parse_auto_id
 from ladder.lru import ENTRY_SHARE, ByteBoundedLRU
 from ladder.models import ApiToken

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing.models import ModelPrice
-from ladder import event_batch, services
+from ladder import services
+from ladder.api import event_batch
 from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, AutoId
 from ladder.models import (
     BudgetCrossing,

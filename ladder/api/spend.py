@@ -13,7 +13,8 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import StringConstraints
 
 from billing.schemas import ModelStr, ProviderStr
-from ladder import pool_answers, services, spend_answers
+from ladder import services
+from ladder.api import pool_answers, spend_answers
 from ladder.schemas import (
     ConnectionIdStr,
     RungLiteral,

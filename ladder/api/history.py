@@ -1,6 +1,6 @@
 """`GET /api/v1/pools/{auto_id}/history`: the pool timeline (spec/api.md "Transition").
 
-Its own router, added to the API before the ladder's: the pool endpoint's
+Its own router, mounted before ladder.api.pools (ladder.api.ROUTERS): the pool endpoint's
 `/pools/{path:auto_id}` would otherwise take `auto/thrifty/history` for an auto id. The
 fast lane never answers it (omniroute_admin.fast_lane).
 """
@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import StringConstraints
 
-from ladder import pool_answers, services
+from ladder import services
+from ladder.api import pool_answers
 from ladder.core import AutoId
 from ladder.models import PoolTransition
 from ladder.schemas import UtcDatetime

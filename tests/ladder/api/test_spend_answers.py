@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ninja.responses import NinjaJSONEncoder
 
+from ladder.api.spend_answers import batch_body, batch_results, entry_error, entry_out, spend_body
 from ladder.models import SpendEntry
 from ladder.schemas import SpendBatchOut, SpendOut
 from ladder.services.spend import SpendInput, unsaved_entry
 from ladder.services.spend_batch import SpendBatch
-from ladder.spend_answers import batch_body, batch_results, entry_error, entry_out, spend_body
 
 money = st.decimals(min_value=0, max_value=Decimal("99999999.99999999"), places=8)
 tokens = st.none() | st.integers(min_value=0, max_value=10**12)

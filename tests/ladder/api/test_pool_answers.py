@@ -14,10 +14,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from ladder import pool_answers, services
+from ladder import services
+from ladder.api import pool_answers
+from ladder.api.pool_answers import cache_control, decision_out, decision_tag, tag_matches
 from ladder.core import LadderConfig, decide, parse_auto_id
 from ladder.models import ApiToken
-from ladder.pool_answers import cache_control, decision_out, decision_tag, tag_matches
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""`GET /api/v1/pools/{auto_id}/history` (ladder/pool_history.py): newest first, keyset
+"""`GET /api/v1/pools/{auto_id}/history` (ladder/api/history.py): newest first, keyset
 pages, since/until, 404s and the gateway scope."""
 
 from __future__ import annotations
