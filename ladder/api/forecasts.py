@@ -10,7 +10,6 @@ from typing import Literal
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
-from pydantic import ConfigDict
 
 from ladder import services
 from ladder.schemas import CONNECTION_ID_REGEX, ForecastOut
@@ -22,25 +21,6 @@ router = Router(tags=["ladder"])
 
 class PlanForecastOut(ForecastOut):
     connection_id: str
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "connection_id": "claude-max-2",
-                    "runs_out_at": "2026-12-07T14:40:00Z",
-                    "before_reset": True,
-                    "paid_until_reset_usd": 3.1,
-                    "basis": "from 7 readings over the last 52 min, and the paid rungs' "
-                    "spend over the last 60 min",
-                    "reset_at": "2026-12-07T17:40:00Z",
-                    "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
-                    "sentence": "Claude Max 2 runs out in about 40 min, 3 h before its "
-                    "reset; at the current mix the cheap rung takes about $3.10 until then.",
-                }
-            ]
-        }
-    )
 
 
 class OutcomeOut(Schema):
@@ -61,26 +41,6 @@ class OutcomeOut(Schema):
         "held_as_forecast",
     ]
     error_seconds: float | None
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "connection_id": "claude-max-2",
-                    "window_reset_at": "2026-12-07T17:40:00Z",
-                    "forecast_at": "2026-12-07T12:05:00Z",
-                    "runs_out_at": "2026-12-07T14:40:00Z",
-                    "before_reset": True,
-                    "paid_until_reset_usd": 3.1,
-                    "basis": "from 7 readings over the last 52 min",
-                    "ran_out_at": "2026-12-07T14:52:30Z",
-                    "closed": True,
-                    "outcome": "ran_out_as_forecast",
-                    "error_seconds": 750.0,
-                }
-            ]
-        }
-    )
 
 
 class OutcomeQuery(Schema):
