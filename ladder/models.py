@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from ladder.core.settings_bounds import DEFAULT_BUDGET_WINDOW, TUNING
+from ladder.models_replay import LedgerReplayRun as LedgerReplayRun
 
 # A connection id (spec: api.md "Conventions"): 1 to 128 of [A-Za-z0-9._:@-], and not
 # `.` or `..`, which clients and proxies normalise out of URLs (such a connection could

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import notifications, simulations, timeline, webhooks
+from ladder.services import ledger_replays, notifications, simulations, timeline, webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -126,3 +126,12 @@ def run_simulation_task(*, run_id: int) -> None:
     """Run one what-if simulation started from the dashboard (progress in its row)."""
     state = simulations.run_simulation(run_id)
     logger.info("simulation %s: %s", run_id, state)
+
+
+# Not acks_late, like a simulation: an interrupted replay is given up, not replayed.
+@shared_task(soft_time_limit=300, time_limit=330, ignore_result=True)
+def run_ledger_replay_task(*, run_id: int) -> None:
+    """Run one ledger replay ("what a different purchase would have saved"; progress in
+    its row)."""
+    state = ledger_replays.run_replay(run_id)
+    logger.info("ledger replay %s: %s", run_id, state)

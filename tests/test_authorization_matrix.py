@@ -69,6 +69,9 @@ DASHBOARD: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "reports/simulation/"): PAGE,
     ("POST", "reports/simulation/run/"): DASHBOARD_WRITE,
     ("GET", "reports/simulation/runs/<int:run_id>/"): PAGE,
+    ("POST", "reports/ledger-replays/run/"): DASHBOARD_WRITE,
+    ("GET", "reports/ledger-replays/<int:run_id>/"): PAGE,
+    ("GET", "reports/ledger-replays/<int:run_id>/export.csv"): PAGE,
     ("GET", "audit/"): PAGE,
     ("GET", "settings/"): PAGE,
     ("POST", "settings/update/"): DASHBOARD_WRITE,
@@ -113,6 +116,7 @@ API_OPERATOR_OPERATIONS = {
     ("PUT", "/api/v1/settings/ladder"),
     ("PUT", "/api/v1/provider-aliases/{alias}"),
     ("DELETE", "/api/v1/provider-aliases/{alias}"),
+    ("POST", "/api/v1/what-if/ledger-replays"),
 }
 # API operations of gateway scope (read by any token): every operation is in exactly one
 # of the two sets, so a new endpoint fails the matrix until its scope is decided here.
@@ -146,6 +150,7 @@ API_GATEWAY_OPERATIONS = {
     ("GET", "/api/v1/provider-aliases"),
     ("GET", "/api/v1/forecasts"),
     ("GET", "/api/v1/forecasts/outcomes"),
+    ("GET", "/api/v1/what-if/ledger-replays/{run_id}"),
 }
 # Routes the API mounts that are documentation, not operations.
 API_DOCS = {"api/v1/openapi.json", "api/v1/docs"}

@@ -14,6 +14,7 @@ module registers routes on its own router only, never on another's.
 | `settings` | the ladder's tuning |
 | `spend` | spend reports, one or a batch, the summary, the ledger (`spend_answers`) |
 | `forecasts` | plan forecasts and their outcomes |
+| `ledger_replays` | what a different purchase would have saved: a ledger replay started and read |
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ladder.api import (
     feed,
     forecasts,
     history,
+    ledger_replays,
     models_list,
     pools,
     settings,
@@ -37,6 +39,7 @@ from ladder.api import (
 ROUTERS: tuple[Router, ...] = (
     history.router,
     forecasts.router,
+    ledger_replays.router,
     connections.router,
     events.router,
     candidates.router,

@@ -18,6 +18,7 @@ from omniroute_admin.celery import app
 REFRESH_CONNECTION_TASK: Final = "ladder.tasks.refresh_connection_task"
 DELIVER_NOTIFICATION_TASK: Final = "ladder.tasks.deliver_notification_task"
 RUN_SIMULATION_TASK: Final = "ladder.tasks.run_simulation_task"
+RUN_LEDGER_REPLAY_TASK: Final = "ladder.tasks.run_ledger_replay_task"
 
 
 def send_refresh(**options: Any) -> None:
@@ -36,6 +37,11 @@ def send_simulation(run_id: int) -> None:
     """Publish one what-if simulation run; raises what the broker raises when nothing
     was queued."""
     app.send_task(RUN_SIMULATION_TASK, kwargs={"run_id": run_id})
+
+
+def send_ledger_replay(run_id: int) -> None:
+    """Publish one ledger replay; raises what the broker raises when nothing was queued."""
+    app.send_task(RUN_LEDGER_REPLAY_TASK, kwargs={"run_id": run_id})
 
 
 def schedule_refresh_at(connection_id: str, reset_at: datetime) -> None:

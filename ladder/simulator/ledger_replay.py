@@ -18,15 +18,23 @@ The model, deliberately small and stated:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from typing import Final
 
 from ladder.core import Rung
+from ladder.core.forecast import SAME_WINDOW_TOLERANCE, ForecastReading
 
 _ZERO: Final = Decimal(0)
+# A seat whose readings never name two resets: a 5-hour window (the plans' short window).
+DEFAULT_WINDOW: Final = timedelta(hours=5)
+# Less than this many percent used over the period: too little to measure a capacity from.
+MIN_MEASURED_PERCENT: Final = 1.0
+# How often (in requests) a replay reports its progress.
+PROGRESS_EVERY: Final = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +92,10 @@ def replay(
     change: Change = Change(),
     *,
     budgets: Mapping[Rung, Decimal | None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
-    """Replay `requests` in time order through `seats` with `change` applied."""
+    """Replay `requests` in time order through `seats` with `change` applied;
+    `on_progress(done, total)` every `PROGRESS_EVERY` requests and at the end."""
     removed = set(change.remove_seat_ids)
     in_use = [s for s in seats if s.seat_id not in removed] + list(change.add_seats)
     limits: dict[Rung, Decimal | None] = dict(budgets or {})
@@ -97,7 +107,10 @@ def replay(
     # A request a plan of its provider could serve, as bought or as changed, that finds no
     # seat with room met an empty auto/subscription.
     providers_with_seats = {s.provider for s in (*seats, *change.add_seats)}
-    for request in sorted(requests, key=lambda r: r.at):
+    ordered = sorted(requests, key=lambda r: r.at)
+    for done, request in enumerate(ordered, start=1):
+        if on_progress is not None and done % PROGRESS_EVERY == 0:
+            on_progress(done, len(ordered))
         seat = _seat_for(request, in_use, used)
         if seat is not None:
             key = (seat.seat_id, seat.window_of(request.at))
@@ -115,6 +128,8 @@ def replay(
             continue
         paid_by_rung[rung] = spent + request.paid_usd
         paid_count += 1
+    if on_progress is not None:
+        on_progress(len(ordered), len(ordered))
     return ReplayResult(
         paid_usd=sum(paid_by_rung.values(), _ZERO),
         saved_usd=saved,
@@ -136,3 +151,69 @@ def _seat_for(
         if request.list_price_usd <= left:
             return seat
     return None
+
+
+# --------------------------------------------------------------------------- seats measured
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredSeat:
+    """A seat measured from its history, and how (the report states it)."""
+
+    seat: Seat
+    used_percent: float
+    basis: str
+
+
+def measure_seat(
+    seat_id: str,
+    provider: str,
+    readings: Sequence[ForecastReading],
+    served: Sequence[tuple[datetime, Decimal]],
+    *,
+    start: datetime,
+) -> MeasuredSeat:
+    """A plan seat's capacity per window from what it did over a period: the list price
+    it served (`served`: when, how much) over the percent of its window that used, from
+    its readings (each drop between two readings of one window). Its window is the
+    typical gap between the resets its readings name (`DEFAULT_WINDOW` when they name
+    fewer than two), anchored on one of them (`start` when none). A seat that used less
+    than `MIN_MEASURED_PERCENT` cannot be measured: its capacity is what it served in
+    its busiest window (at least that, it did serve)."""
+    ordered = sorted(
+        (r for r in readings if r.remaining_percent is not None), key=lambda r: r.checked_at
+    )
+    resets = sorted({r.reset_at for r in ordered if r.reset_at is not None})
+    distinct: list[datetime] = []
+    for reset in resets:
+        if not distinct or reset - distinct[-1] >= SAME_WINDOW_TOLERANCE:
+            distinct.append(reset)
+    gaps = sorted(b - a for a, b in pairwise(distinct))
+    window = gaps[len(gaps) // 2] if gaps else DEFAULT_WINDOW
+    anchor = distinct[-1] if distinct else start
+    used = 0.0
+    for before, after in pairwise(ordered):
+        if before.reset_at is None or after.reset_at is None:
+            continue
+        if abs(after.reset_at - before.reset_at) >= SAME_WINDOW_TOLERANCE:
+            continue  # a reset between them: the rise is a refill, not a use
+        assert before.remaining_percent is not None
+        assert after.remaining_percent is not None
+        used += max(0.0, before.remaining_percent - after.remaining_percent)
+    if ordered:
+        first, last = ordered[0].checked_at, ordered[-1].checked_at
+        in_span = sum((usd for at, usd in served if first <= at <= last), _ZERO)
+    else:
+        in_span = _ZERO
+    if used >= MIN_MEASURED_PERCENT and in_span > 0:
+        capacity = (in_span * 100 / Decimal(str(round(used, 6)))).quantize(Decimal("0.0001"))
+        basis = f"${in_span:.2f} of list price served for {used:.1f} % of its window used"
+    else:
+        seat = Seat(seat_id, provider, _ZERO, window, anchor)
+        per_window: dict[int, Decimal] = {}
+        for at, usd in served:
+            index = seat.window_of(at)
+            per_window[index] = per_window.get(index, _ZERO) + usd
+        capacity = max(per_window.values(), default=_ZERO)
+        basis = "too little use to measure: what it served in its busiest window"
+    return MeasuredSeat(Seat(seat_id, provider, capacity, window, anchor), used, basis)

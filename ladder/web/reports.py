@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ladder.models import SimulationRun
-from ladder.services import enqueue, simulations
+from ladder.services import enqueue, ledger_replays, simulations
+from ladder.web.ledger_replays import panel_context
 from ladder.web.presenters import duration_text
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import (
@@ -50,8 +51,13 @@ def _report_context() -> dict[str, Any]:
 
 
 def page_context(**extra: Any) -> dict[str, Any]:
-    """The whole page: the newest run's state and the report shown."""
-    return {**_run_context(simulations.latest_run(), **extra), **_report_context()}
+    """The whole page: the newest run's state and the report shown, and the ledger
+    replay's panel."""
+    return {
+        **_run_context(simulations.latest_run(), **extra),
+        **_report_context(),
+        **panel_context(ledger_replays.latest_replay()),
+    }
 
 
 @require_GET

@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from ladder.core import Rung
-from ladder.simulator.ledger_replay import Change, LedgerRequest, ReplayResult, Seat, replay
+from ladder.core.forecast import ForecastReading
+from ladder.simulator.ledger_replay import (
+    Change,
+    LedgerRequest,
+    ReplayResult,
+    Seat,
+    measure_seat,
+    replay,
+)
 
 ANCHOR = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 FIVE_HOURS = timedelta(hours=5)
@@ -83,4 +91,28 @@ def test_a_lower_budget_leaves_what_it_cannot_pay_unserved() -> None:
         Decimal("1.40"),
         Decimal("1.00"),
         1,
+    )
+
+
+def test_a_seat_too_little_used_to_measure_holds_what_it_served_in_its_busiest_window() -> None:
+    resets = (ANCHOR, ANCHOR + FIVE_HOURS)
+    readings = [
+        ForecastReading(at(9, 0), 100.0, resets[0]),
+        ForecastReading(at(9, 30), 99.5, resets[0]),  # 0.5 %: under the 1 % to measure
+        ForecastReading(at(11, 0), 100.0, resets[1]),  # the refill is not a use
+    ]
+    served = [
+        (at(10, 10), Decimal("1.00")),
+        (at(10, 20), Decimal("2.00")),
+        (at(9, 10), Decimal("0.50")),
+    ]
+
+    measured = measure_seat("claude-max-1", "claude", readings, served, start=at(0, 0))
+
+    # Resets five hours apart: a 5-hour window anchored on the latest; 10:10 and 10:20 share
+    # the window from 10:00 (3.00), 09:10 falls in the one before (0.50).
+    assert measured.seat == Seat("claude-max-1", "claude", Decimal("3.00"), FIVE_HOURS, resets[1])
+    assert (measured.used_percent, measured.basis) == (
+        0.5,
+        "too little use to measure: what it served in its busiest window",
     )
