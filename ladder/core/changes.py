@@ -60,7 +60,7 @@ from ladder.core.decide import (
     grouping_quota_cause,
     inputs_valid_until,
 )
-from ladder.core.preference import preference_key
+from ladder.core.preference import preference_key, scoped_keys
 from ladder.core.scopes import connection_config, plan_can_meter, scope_cause
 from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason, Rung
 
@@ -156,4 +156,9 @@ def moves_preference(
     the plan connections (`ladder/core/preference.py`): its key, for a plan connection."""
     if connection_rung(after.billing) is not Rung.SUBSCRIPTION:
         return False
-    return preference_key(before, config, now) != preference_key(after, config, now)
+    if preference_key(before, config, now) != preference_key(after, config, now):
+        return True
+    # A model scope's key orders that scope's models (their binding window may be it).
+    if not (before.scoped or after.scoped):
+        return False
+    return scoped_keys(before, config, now) != scoped_keys(after, config, now)

@@ -103,6 +103,9 @@ class Decision:
     # The preference key of each plan connection the order of preference compared (in an
     # entry of two or more): what the pages' "why this seat first" sentence reads.
     preference: Mapping[str, PreferenceKey | None] = field(default_factory=dict)
+    # The keys for a model of the connections a window scoped to that model binds, by
+    # (connection, model): they, not `preference`, ordered that model's entries.
+    model_preference: Mapping[tuple[str, str], PreferenceKey | None] = field(default_factory=dict)
     # What each paid rung's budget still allowed at `computed_at` (cheap, premium): None
     # when the rung has no budget (spec/api.md, "Budgets under bursts").
     budget_left_usd: tuple[Decimal | None, Decimal | None] = (None, None)
@@ -283,7 +286,7 @@ def decide(
     buckets: tuple[list[DecidedCandidate], ...] = tuple([] for _ in Rung)
     excluded: list[Exclusion] = []
     next_change_at: datetime | None = None
-    plan_order = PlanOrder(connections, config, now)
+    plan_order = PlanOrder(connections, config, now, known_models)
 
     for candidate in candidates:
         if category is not None and category not in candidate.categories:
@@ -336,7 +339,7 @@ def decide(
         # first (ladder/core/preference.py); only this rung holds plan connections.
         plan_passed = passing[_RUNG_PLAN]
         if plan_passed is not None:
-            passing[_RUNG_PLAN] = plan_order.ordered(plan_passed)
+            passing[_RUNG_PLAN] = plan_order.ordered(plan_passed, model)
         # Split by rung, deliberately: a plan connection and a metered key for the same
         # model become separate entries so dispatch can never pick the paid key while the
         # plan connection is still usable. Allowlists keep exactly the passing subset
@@ -377,6 +380,7 @@ def decide(
             connections.values(), spend, config, now, refresh_ticks=grouping == _SUBSCRIPTION
         ),
         preference=plan_order.keys,
+        model_preference=plan_order.model_keys,
         budget_left_usd=budget_left(spend, config),
     )
 

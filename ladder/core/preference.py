@@ -9,7 +9,11 @@ subscription rung holds plan connections (a connection's rung follows its billin
 every other rung keeps its original order.
 
 The order reads one thing of each connection: its **preference key**, the reset and the
-remaining percent of the binding window of its current reading, or none. A key changes
+remaining percent of the binding window of its current reading, or none. For a candidate
+whose model a window scoped to a model binds (spec/ladder.md, "Windows scoped to a
+model"), the binding window is the one among the unscoped windows and those scopes (least
+remaining; ties, the later reset): a seat whose weekly Opus cap has 5 % left is not
+preferred for Opus because its unscoped window resets tomorrow. A key changes
 only on a write (a reading, an event that stores one) or on its own at an instant that
 a decision's `valid_until` already holds (the reading's reset, the reading turning stale),
 so decisions stay cacheable: `ladder/core/changes.py` moves the `state` counter when a
@@ -34,7 +38,8 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from ladder.core.quota import is_reading_current
-from ladder.core.types import ConnectionView, LadderConfig, QuotaStatus
+from ladder.core.scopes import scope_applies
+from ladder.core.types import ConnectionView, LadderConfig, QuotaStatus, Reading
 
 _SAFE: Final = QuotaStatus.SAFE
 
@@ -63,12 +68,9 @@ _SortKey = tuple[int, datetime, int] | tuple[int]
 _UNKNOWN: Final[_SortKey] = (1,)
 
 
-def preference_key(
-    view: ConnectionView, config: LadderConfig, now: datetime
+def _reading_key(
+    reading: Reading | None, config: LadderConfig, now: datetime
 ) -> PreferenceKey | None:
-    """The key of a connection now: from a current reading that says SAFE with both a
-    reset and a remaining percent; None otherwise (no known reset: it goes last)."""
-    reading = view.reading
     if (
         reading is None
         or reading.reset_at is None
@@ -78,6 +80,58 @@ def preference_key(
     ):
         return None
     return PreferenceKey(reset_minute(reading.reset_at), math.floor(reading.remaining_percent))
+
+
+def preference_key(
+    view: ConnectionView, config: LadderConfig, now: datetime
+) -> PreferenceKey | None:
+    """The key of a connection now: from a current reading that says SAFE with both a
+    reset and a remaining percent; None otherwise (no known reset: it goes last)."""
+    return _reading_key(view.reading, config, now)
+
+
+def scoped_readings(
+    view: ConnectionView, model: str, known_models: frozenset[str]
+) -> tuple[Reading, ...]:
+    """The readings of the connection's model scopes that bind `model` (a scope with only
+    a cooldown has none)."""
+    return tuple(
+        scoped.reading
+        for scoped in view.scoped
+        if scoped.reading is not None and scope_applies(scoped.model_scope, model, known_models)
+    )
+
+
+def model_preference_key(
+    view: ConnectionView,
+    model: str,
+    config: LadderConfig,
+    now: datetime,
+    known_models: frozenset[str],
+) -> PreferenceKey | None:
+    """The key of a connection for a candidate of `model`: its binding window among the
+    unscoped one and the scopes that bind the model (least remaining; ties, the later
+    reset). Any of them without a key (not current, not SAFE, no reset): no key."""
+    binding = preference_key(view, config, now)
+    for reading in scoped_readings(view, model, known_models):
+        key = _reading_key(reading, config, now)
+        if key is None or binding is None:
+            return None
+        if key.remaining_percent < binding.remaining_percent or (
+            key.remaining_percent == binding.remaining_percent and key.reset_at > binding.reset_at
+        ):
+            binding = key
+    return binding
+
+
+def scoped_keys(
+    view: ConnectionView, config: LadderConfig, now: datetime
+) -> tuple[tuple[str, PreferenceKey | None], ...]:
+    """Each model scope's own key (what `changes.moves_preference` compares: a write that
+    moves one can move the connection's place for that scope's models)."""
+    return tuple(
+        (scoped.model_scope, _reading_key(scoped.reading, config, now)) for scoped in view.scoped
+    )
 
 
 def _sort_key(key: PreferenceKey | None) -> _SortKey:
@@ -99,21 +153,62 @@ class PlanOrder:
     (many candidates share connections), each distinct list of passing plan connections
     sorted once."""
 
-    __slots__ = ("_config", "_connections", "_keys", "_now", "_orders")
+    __slots__ = (
+        "_config",
+        "_connections",
+        "_keys",
+        "_known_models",
+        "_model_keys",
+        "_now",
+        "_orders",
+    )
 
     def __init__(
-        self, connections: Mapping[str, ConnectionView], config: LadderConfig, now: datetime
+        self,
+        connections: Mapping[str, ConnectionView],
+        config: LadderConfig,
+        now: datetime,
+        known_models: frozenset[str] = frozenset(),
     ) -> None:
         self._connections = connections
         self._config = config
         self._now = now
+        self._known_models = known_models
         self._keys: dict[str, PreferenceKey | None] = {}
-        self._orders: dict[tuple[str, ...], list[str]] = {}
+        self._model_keys: dict[tuple[str, str], PreferenceKey | None] = {}
+        self._orders: dict[tuple[tuple[str, ...], str | None], list[str]] = {}
 
     @property
     def keys(self) -> Mapping[str, PreferenceKey | None]:
         """The keys computed so far: every connection of an entry that was ordered."""
         return self._keys
+
+    @property
+    def model_keys(self) -> Mapping[tuple[str, str], PreferenceKey | None]:
+        """The keys for a model, by (connection, model), of the connections a window
+        scoped to that model binds: they order that model's entries."""
+        return self._model_keys
+
+    def _binds(self, connection_id: str, model: str) -> bool:
+        view = self._connections.get(connection_id)
+        return (
+            view is not None
+            and bool(view.scoped)
+            and bool(scoped_readings(view, model, self._known_models))
+        )
+
+    def model_key(self, connection_id: str, model: str) -> PreferenceKey | None:
+        """The key of a connection for a candidate of `model`."""
+        if not self._binds(connection_id, model):
+            return self.key(connection_id)
+        keys = self._model_keys
+        pair = (connection_id, model)
+        if pair not in keys:
+            view = self._connections[connection_id]
+            keys[pair] = model_preference_key(
+                view, model, self._config, self._now, self._known_models
+            )
+        return keys[pair]
 
     def key(self, connection_id: str) -> PreferenceKey | None:
         """The preference key of a connection of this decision (None: not known)."""
@@ -125,17 +220,25 @@ class PlanOrder:
         keys[connection_id] = key
         return key
 
-    def ordered(self, connection_ids: list[str]) -> list[str]:
-        """The passing plan connections of one entry, in order of preference."""
+    def ordered(self, connection_ids: list[str], model: str | None = None) -> list[str]:
+        """The passing plan connections of one entry (of a candidate of `model`), in order
+        of preference."""
         if len(connection_ids) < 2:
             return connection_ids
         given = tuple(connection_ids)
-        order = self._orders.get(given)
+        scoped = model is not None and any(self._binds(cid, model) for cid in given)
+        cache_key = (given, model if scoped else None)
+        order = self._orders.get(cache_key)
         if order is None:
-            for connection_id in given:
-                self.key(connection_id)
-            order = list(preference_order(given, self._keys))
-            self._orders[given] = order
+            if scoped:
+                assert model is not None
+                keys = {cid: self.model_key(cid, model) for cid in given}
+                order = list(preference_order(given, keys))
+            else:
+                for connection_id in given:
+                    self.key(connection_id)
+                order = list(preference_order(given, self._keys))
+            self._orders[cache_key] = order
         return order
 
 

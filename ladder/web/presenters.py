@@ -440,7 +440,14 @@ def why_first(entry: DecidedCandidate, decision: Decision, now: datetime) -> str
     allowed = entry.allowed_connection_ids
     if entry.rung is not Rung.SUBSCRIPTION or allowed is None:
         return None
-    return preference_sentence(allowed, decision.preference, now)
+    model_keys = decision.model_preference
+    keys = {
+        cid: model_keys[(cid, entry.model)]
+        if (cid, entry.model) in model_keys
+        else decision.preference.get(cid)
+        for cid in allowed
+    }
+    return preference_sentence(allowed, keys, now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,16 +3,21 @@ entry's plan connections on exact inputs, and its sentence."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ladder.core import QuotaStatus
+from ladder.core.changes import moves_preference
+from ladder.core.decide import decide
 from ladder.core.preference import (
     PreferenceKey,
+    model_preference_key,
     preference_key,
     preference_order,
     preference_sentence,
     span_text,
 )
+from ladder.core.types import NEVER_READ, ConnectionView, ScopedQuota
 from tests.ladder.core.factories import (
     CONFIG,
     DROPPED,
@@ -244,3 +249,51 @@ def test_span_text_rounds_down_to_its_largest_unit() -> None:
         "59 s",
         "0 s",
     ]
+
+
+# --- windows scoped to a model ---------------------------------------------------------------
+
+OPUS = "claude-opus-4-1"
+SONNET = "claude-sonnet-4-5"
+KNOWN = frozenset({OPUS, SONNET})
+THREE_DAYS = NOW + timedelta(days=3)
+
+
+def opus_capped(left: float) -> ConnectionView:
+    """A seat whose unscoped window resets on Tuesday with 50 % left and whose weekly Opus
+    cap resets on Saturday with `left` % left."""
+    return replace(
+        view("a", quota=reading(50.0, reset_at=TUESDAY)),
+        scoped=(ScopedQuota("opus", reading(left, reset_at=SATURDAY), NEVER_READ, None),),
+    )
+
+
+def test_a_window_scoped_to_the_model_is_the_binding_window_of_its_key() -> None:
+    views = {"a": opus_capped(30.0), "b": view("b", quota=reading(80.0, reset_at=THREE_DAYS))}
+    candidates = [
+        allowlisted("a", "b", id=1, model=OPUS),
+        allowlisted("a", "b", id=2, model=SONNET),
+    ]
+
+    decision = decide(SUBSCRIPTION, candidates, views, {}, {}, CONFIG, NOW, known_models=KNOWN)
+
+    # Opus: a's binding window is its Opus cap (30 % left, Saturday), so b (3 days) comes
+    # first; Sonnet: a's unscoped window (Tuesday) comes first.
+    assert pool(decision) == [(1, "subscription", ("b", "a")), (2, "subscription", ("a", "b"))]
+    assert decision.model_preference == {("a", OPUS): PreferenceKey(SATURDAY, 30)}
+    assert decision.preference == {
+        "a": PreferenceKey(TUESDAY, 50),
+        "b": PreferenceKey(THREE_DAYS, 80),
+    }
+
+
+def test_the_scoped_key_is_the_least_remaining_of_the_binding_windows() -> None:
+    seat = opus_capped(60.0)  # more left on the Opus cap than on the unscoped window
+
+    assert model_preference_key(seat, OPUS, CONFIG, NOW, KNOWN) == PreferenceKey(TUESDAY, 50)
+    assert model_preference_key(seat, SONNET, CONFIG, NOW, KNOWN) == PreferenceKey(TUESDAY, 50)
+
+
+def test_a_write_that_moves_only_a_scopes_key_moves_the_preference() -> None:
+    assert moves_preference(opus_capped(30.0), opus_capped(20.0), CONFIG, NOW) is True
+    assert moves_preference(opus_capped(30.0), opus_capped(30.4), CONFIG, NOW) is False
