@@ -190,6 +190,21 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "outcome": "ran_out_as_forecast",
         "error_seconds": 720.0,
     },
+    "LedgerReplayOut": {
+        "id": 3,
+        "state": "running",
+        "requested_by": "token:ops",
+        "created_at": T,
+        "finished_at": None,
+        "period_start": "2026-11-01T00:00:00Z",
+        "period_end": "2026-11-29T00:00:00Z",
+        "change": "one more seat like claude-max-1",
+        "progress_done": 4002,
+        "progress_total": 8002,
+        "stage": "Replaying as bought: request 4,000 of 4,000",
+        "error": "",
+        "result": None,
+    },
 }
 PATH_EXAMPLES = {
     "entry_id": 1,
@@ -197,6 +212,7 @@ PATH_EXAMPLES = {
     "candidate_id": 3,
     "auto_id": "auto/thrifty",
     "alias": "anthropic",
+    "run_id": 3,
 }
 
 

@@ -23,8 +23,6 @@ from omniroute_admin.errors import BODY_ERRORS, GATEWAY_ERRORS, OPERATOR_ERRORS,
 
 router = Router(tags=["what-if"])
 
-_T = "2026-11-29T12:00:00Z"
-
 
 class BudgetsIn(Schema):
     cheap: float | None = Field(default=None, ge=0, le=1_000_000)
@@ -109,28 +107,6 @@ class LedgerReplayOut(Schema):
     stage: str
     error: str
     result: ReplayResultOut | None
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": 3,
-                    "state": "running",
-                    "requested_by": "token:ops",
-                    "created_at": _T,
-                    "finished_at": None,
-                    "period_start": "2026-11-01T00:00:00Z",
-                    "period_end": "2026-11-29T00:00:00Z",
-                    "change": "one more seat like claude-max-1",
-                    "progress_done": 4002,
-                    "progress_total": 8002,
-                    "stage": "Replaying as bought: request 4,000 of 4,000",
-                    "error": "",
-                    "result": None,
-                }
-            ]
-        }
-    )
 
 
 class ReplayQuery(Schema):
