@@ -11,6 +11,12 @@ the overview shows a banner and `/metrics` reports its time and age.
 Before the first heartbeat (a fresh database): the beat counts as starting while this
 process is younger than the limit, since a beat started alongside it sends its first
 heartbeat within one period; after that, "no heartbeat yet" is a problem like a late one.
+
+The heartbeat is a task a worker runs, so its silence alone does not prove the beat dead:
+the beat process also stamps `sent_at` each time it has published the heartbeat (a
+Celery signal, no worker involved). A late heartbeat the beat sent within the limit names
+the worker (no worker takes the queue's tasks); one the beat did not send either names the
+beat, unless the broker does not answer (then the broker explains both).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from ladder.models import BeatHeartbeat
@@ -66,27 +73,60 @@ def beat_health(
     return BeatHealth(last_run_at, age, max_age_seconds, problem)
 
 
+def silent_part(
+    health: BeatHealth, sent_at: datetime | None, *, now: datetime, broker_down: bool
+) -> dict[str, str]:
+    """Which process a late heartbeat names (pure): {"worker": why} when the beat sent it
+    within the limit and no worker ran it, {"beat": why} when the beat did not send it
+    either; {} while the heartbeat is fresh or when the broker is down (it explains both)."""
+    if health.problem is None or broker_down:
+        return {}
+    if sent_at is not None:
+        sent_age = max((now - sent_at).total_seconds(), 0.0)
+        if sent_age <= health.max_age_seconds:
+            return {"worker": f"{health.problem}, though the beat sent one {sent_age:.0f} s ago"}
+    return {"beat": health.problem}
+
+
+def heartbeat_times() -> tuple[datetime | None, datetime | None]:
+    """When a worker last ran the heartbeat and when the beat last sent it (one query)."""
+    row = BeatHeartbeat.objects.filter(pk=HEARTBEAT_ID).values_list("last_run_at", "sent_at")
+    return row.first() or (None, None)
+
+
 def last_heartbeat() -> datetime | None:
     """When the heartbeat task last ran, or None before the first time."""
-    return (
-        BeatHeartbeat.objects.filter(pk=HEARTBEAT_ID).values_list("last_run_at", flat=True).first()
-    )
+    return heartbeat_times()[0]
 
 
-def current_health(now: datetime) -> BeatHealth:
-    """Read the heartbeat and judge it against BEAT_HEARTBEAT_MAX_AGE_SECONDS."""
+def judge(last_run_at: datetime | None, now: datetime) -> BeatHealth:
+    """Judge a heartbeat time against BEAT_HEARTBEAT_MAX_AGE_SECONDS."""
     return beat_health(
-        last_heartbeat(),
+        last_run_at,
         now=now,
         started_at=STARTED_AT,
         max_age_seconds=float(settings.BEAT_HEARTBEAT_MAX_AGE_SECONDS),
     )
 
 
-def record_heartbeat(now: datetime) -> None:
-    """Stamp the heartbeat with now; it never moves back (a late duplicate is harmless)."""
-    _row, created = BeatHeartbeat.objects.get_or_create(
-        pk=HEARTBEAT_ID, defaults={"last_run_at": now}
-    )
+def current_health(now: datetime) -> BeatHealth:
+    """Read the heartbeat and judge it against BEAT_HEARTBEAT_MAX_AGE_SECONDS."""
+    return judge(last_heartbeat(), now)
+
+
+def _stamp(field: str, now: datetime) -> None:
+    """Set one of the row's times to now; it never moves back (a late duplicate is harmless)."""
+    _row, created = BeatHeartbeat.objects.get_or_create(pk=HEARTBEAT_ID, defaults={field: now})
     if not created:
-        BeatHeartbeat.objects.filter(pk=HEARTBEAT_ID, last_run_at__lt=now).update(last_run_at=now)
+        earlier = Q(**{f"{field}__lt": now}) | Q(**{f"{field}__isnull": True})
+        BeatHeartbeat.objects.filter(earlier, pk=HEARTBEAT_ID).update(**{field: now})
+
+
+def record_heartbeat(now: datetime) -> None:
+    """A worker ran the heartbeat task at `now`."""
+    _stamp("last_run_at", now)
+
+
+def record_sent(now: datetime) -> None:
+    """The beat published the heartbeat task at `now` (stamped by the beat process)."""
+    _stamp("sent_at", now)

@@ -397,10 +397,12 @@ class ApiToken(models.Model):
 
 
 class BeatHeartbeat(models.Model):
-    """When the beat's heartbeat task last ran: a single row (pk 1), written by a worker
-    each time the beat sends that task (see ladder/beat.py). Operational, not tuning."""
+    """The beat's heartbeat, a single row (pk 1; ladder/beat.py): when the beat process
+    last sent the heartbeat task (stamped by the beat itself) and when a worker last ran
+    it. Together they tell a dead beat from a dead worker. Operational, not tuning."""
 
-    last_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True)
+    sent_at = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
         return f"beat heartbeat @ {self.last_run_at}"

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from celery import Task, shared_task
+from celery.signals import after_task_publish
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from ladder import beat, services
@@ -59,6 +62,19 @@ def record_beat_heartbeat_task() -> None:
     """Stamp the beat's heartbeat: the beat sends this every beat period (ladder/beat.py).
     Not acks_late: a lost heartbeat loses nothing, the next one follows within a period."""
     beat.record_heartbeat(timezone.now())
+
+
+@after_task_publish.connect
+def stamp_heartbeat_sent(sender: str | None = None, **kwargs: Any) -> None:
+    """In the process that published it (the beat): the heartbeat is in the broker, so
+    the beat runs and the broker takes its messages, whether or not a worker runs it."""
+    if sender != record_beat_heartbeat_task.name:
+        return
+    try:
+        beat.record_sent(timezone.now())
+    except DatabaseError as error:  # the beat keeps scheduling without its stamp
+        logger.warning("could not stamp the heartbeat as sent: %s", type(error).__name__)
+        connection.close()  # a new one at the next heartbeat (the database may have restarted)
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90, ignore_result=True)

@@ -21,7 +21,7 @@ from ladder.api.models_list import models_list
 from ladder.metrics import REGISTRY
 from ladder.models import ApiToken
 from ladder.tokens import authenticate
-from omniroute_admin.celery import app as celery_app
+from omniroute_admin.celery import broker_problem
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +42,7 @@ def _database_problem() -> str | None:
 
 
 def _broker_problem() -> str | None:
-    try:
-        with celery_app.connection_for_write() as broker:
-            broker.ensure_connection(max_retries=1, interval_start=0, timeout=1)
-    except Exception as error:
-        return type(error).__name__
-    return None
+    return broker_problem()
 
 
 def current_time() -> datetime:
@@ -55,11 +50,14 @@ def current_time() -> datetime:
     return timezone.now()
 
 
-def _beat_problem() -> str | None:
+def _heartbeat_problems(broker_down: bool) -> dict[str, str]:
+    """{"beat": why} or {"worker": why} while the heartbeat is late (ladder/beat.py)."""
+    now = current_time()
     try:
-        return beat.current_health(current_time()).problem
+        last_run_at, sent_at = beat.heartbeat_times()
     except Exception as error:  # the database went away between the two checks
-        return type(error).__name__
+        return {"beat": type(error).__name__}
+    return beat.silent_part(beat.judge(last_run_at, now), sent_at, now=now, broker_down=broker_down)
 
 
 def _problems() -> dict[str, str | None]:
@@ -87,12 +85,14 @@ REGISTRY.register(ReadinessCollector())
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     """200 when the database and the broker answer and the beat's heartbeat is fresh;
-    503 naming what is down (see ladder/beat.py for the heartbeat's rules)."""
+    503 naming what is down: database, broker, beat or worker (ladder/beat.py tells the
+    last two apart)."""
     database = _database_problem()
-    checks = [("database", database), ("broker", _broker_problem())]
-    if database is None:  # the heartbeat lives in the database
-        checks.append(("beat", _beat_problem()))
+    broker = _broker_problem()
+    checks = [("database", database), ("broker", broker)]
     problems = {name: problem for name, problem in checks if problem is not None}
+    if database is None:  # the heartbeat lives in the database
+        problems.update(_heartbeat_problems(broker_down=broker is not None))
     if problems:
         return JsonResponse({"status": "unavailable", "down": problems}, status=503)
     return JsonResponse({"status": "ok"})

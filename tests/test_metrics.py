@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ladder import core, metrics, services
 from ladder.core import Rung
 from ladder.metrics import DatabaseCollector
-from omniroute_admin import ops
+from omniroute_admin.celery import app as celery_app
 from tests.ladder.factories import (
     NOW,
     api,
@@ -365,7 +365,7 @@ def test_usable_connections_name_only_the_flat_auto_ids_whatever_the_categories(
 
 @pytest.mark.usefixtures("world")
 def test_request_supplied_strings_never_become_labels(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
     gateway = make_token()
     # A gateway-supplied pool names a category and a connection nobody registered.
     posted = api(
@@ -401,7 +401,7 @@ def test_request_supplied_strings_never_become_labels(monkeypatch: pytest.Monkey
 def test_dependency_up_is_1_for_each_dependency_that_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
 
     samples = scrape()
 
@@ -413,7 +413,7 @@ def test_dependency_up_is_1_for_each_dependency_that_answers(
 
 def test_dependency_up_is_0_for_a_broker_that_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     broker = FakeBroker(error=ConnectionRefusedError("connection refused"))
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", broker.connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", broker.connection_for_write)
 
     samples = scrape()
 
@@ -441,7 +441,7 @@ SCRAPE_QUERIES = 9  # eight for the world, one for the beat's heartbeat
 def test_a_scrape_runs_a_fixed_number_of_queries(
     size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
     grow_world(size, NOW)
     services.update_settings(settings_values(premium_budget_usd=Decimal(10)), actor="test")
     assert services.registered_candidates()  # the world has candidates to decide over

@@ -16,7 +16,7 @@ from ladder import beat
 from ladder.metrics import DatabaseCollector
 from ladder.models import ApiToken
 from ladder.tokens import revoke_token
-from omniroute_admin import ops
+from omniroute_admin.celery import app as celery_app
 from tests.ladder.factories import NOW, api, make_connection, make_reading, make_token
 
 MODELS = {
@@ -70,7 +70,7 @@ def test_readyz_is_200_when_the_database_and_the_broker_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     broker = FakeBroker()
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", broker.connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", broker.connection_for_write)
     beat.record_heartbeat(timezone.now())  # and the beat runs (tests/test_beat_heartbeat.py)
 
     response = Client().get("/readyz")
@@ -83,7 +83,7 @@ def test_readyz_is_200_when_the_database_and_the_broker_answer(
 @pytest.mark.django_db
 def test_readyz_is_503_naming_the_broker_when_it_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     broker = FakeBroker(error=ConnectionRefusedError("connection refused"))
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", broker.connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", broker.connection_for_write)
     beat.record_heartbeat(timezone.now())
 
     response = Client().get("/readyz")
@@ -99,7 +99,7 @@ def test_readyz_is_503_naming_the_database_when_it_cannot_be_reached(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # No django_db mark: pytest-django refuses every connection, as a dead database would.
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
 
     response = Client().get("/readyz")
 

@@ -22,6 +22,7 @@ from ladder import beat
 
 # Imported by every web process (wsgi, asgi): its gauge is always exported there.
 from omniroute_admin import change_feed, ops  # noqa: F401
+from omniroute_admin.celery import app as celery_app
 from tests.ladder.factories import api, make_token
 from tests.test_metrics import build_world
 from tests.test_ops import FakeBroker
@@ -297,7 +298,7 @@ def test_promtool_check_rules_refuses_a_broken_rule(promtool: str, tmp_path: Pat
 def exported(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     """Sample names of a /metrics scrape over the hand-built world, after a decision
     and a gateway event (labelled counters have no samples until first incremented)."""
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
     build_world()
     beat.record_heartbeat(timezone.now())  # the beat gauges are absent before the first
     token = make_token()
@@ -338,7 +339,7 @@ def test_every_rule_names_only_exported_metrics_or_scrape_up(exported: set[str])
 def test_every_exported_metric_is_prefixed_has_help_and_is_documented(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ops.celery_app, "connection_for_write", FakeBroker().connection_for_write)
+    monkeypatch.setattr(celery_app, "connection_for_write", FakeBroker().connection_for_write)
     build_world()
     response = Client().get("/metrics")
     families = list(text_string_to_metric_families(response.content.decode()))

@@ -8,11 +8,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from ladder import beat, services
+from ladder import services
 from ladder.core import SUBSCRIPTION_AUTO_ID, THRIFTY_AUTO_ID, Rung
 from ladder.core.prose import money_text
+from ladder.web.outage import outage
 from ladder.web.overview_facts import distinct_connections, next_change, rung_summaries
-from ladder.web.presenters import beat_banner, budget_lines, freshness
+from ladder.web.presenters import budget_lines, freshness
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import HtmxHttpRequest, render, viewer_required
 
@@ -48,7 +49,7 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
         "paid_usd": money_text(sum((r.spent_usd for r in spend.rungs.values()), Decimal(0))),
         "saved_usd": money_text(spend.saved_usd),
         "freshness": fresh,
-        "beat": beat_banner(beat.current_health(now)),
+        "outage": outage(now, subscription),
         "config": config,
         "next_change": next_change(subscription, thrifty, fresh, now),
         "connections_url": reverse("ladder:connections"),

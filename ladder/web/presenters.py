@@ -15,7 +15,7 @@ from billing import services as billing_services
 from billing.classify import UNCURATED_VERDICT, BillingVerdict, Catalog
 from billing.models import BillingCatalogEntry
 from billing.tiers import PriceBook
-from ladder import beat, services
+from ladder import services
 from ladder.core import (
     CandidateIn,
     DecidedCandidate,
@@ -350,23 +350,6 @@ def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetim
         if health.next_reset_at and stale_since is None
         else None,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class BeatBanner:
-    """The overview's warning that the scheduler stopped (absent while it runs)."""
-
-    last_run_at: datetime | None
-    age: str | None  # None: no heartbeat yet
-    max_age_seconds: float
-
-
-def beat_banner(health: beat.BeatHealth) -> BeatBanner | None:
-    """The beat banner, when the heartbeat says the beat is late (ladder/beat.py)."""
-    if not health.is_late:
-        return None
-    age = duration_text(health.age_seconds) if health.age_seconds is not None else None
-    return BeatBanner(health.last_run_at, age, health.max_age_seconds)
 
 
 @dataclass(frozen=True, slots=True)

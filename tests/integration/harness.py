@@ -133,9 +133,15 @@ class Worker:
                 "-A",
                 "omniroute_admin",
                 "worker",
-                # Both queues in one process here: refreshes and webhook deliveries.
+                # Both queues in one process here: refreshes and webhook deliveries (a
+                # test's own default queue when its env names one).
                 "-Q",
-                "omniroute,omniroute-notifications",
+                ",".join(
+                    (
+                        env.get("CELERY_TASK_DEFAULT_QUEUE", "omniroute"),
+                        env.get("CELERY_NOTIFICATIONS_QUEUE", "omniroute-notifications"),
+                    )
+                ),
                 "--beat",
                 "--loglevel",
                 "INFO",

@@ -3,7 +3,8 @@
 The failure: SIGKILL the beat child of `celery worker --beat`; the worker lives on and
 nothing sends a due scan again. The heartbeat the beat sends every period stops with
 it, so /readyz goes 503 naming `beat` once the heartbeat is older than the limit (a
-short one here), while the worker itself is still running."""
+short one here), while the worker itself is still running. The beat process stamps each
+heartbeat it sent, so the beat's silence is told from a worker's."""
 
 from __future__ import annotations
 
@@ -96,6 +97,8 @@ def test_readyz_names_the_beat_once_the_embedded_beat_is_killed(
     worker: Worker, tmp_path: Path
 ) -> None:
     first = wait_until(beat.last_heartbeat, timeout=30, interval=0.2)
+    # The beat process stamped it as sent too (ladder/tasks.py's after_task_publish).
+    sent_at = wait_until(lambda: beat.heartbeat_times()[1], timeout=30, interval=0.2)
     connections.close_all()
     assert _readyz().status_code == 200
     beat_pid = _beat_child(worker)
@@ -118,3 +121,6 @@ def test_readyz_names_the_beat_once_the_embedded_beat_is_killed(
     last = beat.last_heartbeat()
     assert last is not None
     assert first <= last <= killed_at + timedelta(seconds=BEAT_SECONDS + 1)
+    last_sent_at = beat.heartbeat_times()[1]
+    assert last_sent_at is not None
+    assert sent_at <= last_sent_at <= killed_at  # no stamp after the beat died
