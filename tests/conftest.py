@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
 
 TEST_CREDENTIAL_KEY = "t1:" + Fernet.generate_key().decode()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """On PostgreSQL the suite's own connections get a 60 s statement timeout, not the
+    2 s production default: on a loaded machine (load average 12 on 2 cores) creating or
+    dropping a test database took longer than 2 s, the drop was cancelled and the next run
+    could not create its database. Servers the tests start read their own settings."""
+    from django.conf import settings
+
+    options = settings.DATABASES["default"].get("OPTIONS", {})
+    if "statement_timeout=" in options.get("options", ""):
+        options["options"] = re.sub(
+            r"statement_timeout=\d+", "statement_timeout=60000", options["options"]
+        )
 
 
 @pytest.fixture(autouse=True)
