@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from billing.models import ChangeCounter
 from billing.services.audit import record_audit
+from billing.services.counters import notify_token_revoked
 from ladder.models import ApiToken
 from ladder.prepared import prepared_cursor
 
@@ -166,6 +167,7 @@ def revoke_token(token_id: int, *, now: datetime | None = None, actor: str = "")
         before = token_snapshot(token)
         token.revoked_at = now
         token.save(update_fields=["revoked_at"])
+        notify_token_revoked()
         if actor:
             record_audit(
                 target_type="token",

@@ -9,12 +9,14 @@ An answer that asks to be held (the change feed's, omniroute_admin.change_feed: 
 Django resolved says so with an internal header, so a path prefix changes nothing) is
 then held on the event loop: the thread is back in the pool at once, and a gateway
 long-polling the feed costs one coroutine and one socket, never a thread or a database
-connection."""
+connection. Its repeats (the same request with the version it was answered) are held
+without Django while the hub holds a proof of it (change_feed.ChangeHub.prove), so a
+change answers every waiter and none of them runs Django again at once."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from io import BytesIO
@@ -64,11 +66,28 @@ class BufferedWSGI:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1000})
             return
-        await self.respond(environ_of(scope, await _body(scope, receive)), send, receive)
+        poll = _poll_key(scope) if b"after=" in scope["query_string"] else None
+        proof = None
+        if poll is not None:
+            hub = change_feed.get_hub()
+            held = hub.proven(*poll)
+            if held is not None:  # a repeat of a long poll Django accepted
+                after, wait, headers = held
+                await send_reply(send, await _held_reply(receive, after, wait, headers))
+                return
+            proof = poll[0], hub.epoch  # the epoch before Django authenticates it
+        body = await _body(scope, receive)
+        await self.respond(environ_of(scope, body), send, receive, proof)
 
-    async def respond(self, environ: dict[str, Any], send: Send, receive: Receive) -> None:
+    async def respond(
+        self,
+        environ: dict[str, Any],
+        send: Send,
+        receive: Receive,
+        proof: tuple[bytes, int] | None = None,
+    ) -> None:
         """Run the app for `environ` on a pool thread and send its answer, held first
-        when it asks to be (the change feed's)."""
+        when it asks to be (the change feed's); a held answer proves `proof`'s key."""
         loop = asyncio.get_running_loop()
         reply = await loop.run_in_executor(self.executor, self._call, environ, loop, send)
         if reply is None:  # streamed from the pool thread
@@ -80,9 +99,11 @@ class BufferedWSGI:
             )
             if hold is not None:
                 after, wait = hold
-                content = version_body(await _held(receive, after, wait) or after)
-                headers = with_body(headers, content)
-            encoded = [(n.lower().encode("latin1"), v.encode("latin1")) for n, v in headers]
+                if proof is not None:
+                    change_feed.get_hub().prove(proof[0], proof[1], wait, headers)
+                await send_reply(send, await _held_reply(receive, after, wait, headers))
+                return
+            encoded = _encoded(headers)
         await send_reply(send, (status, encoded, content))
 
     async def reply(self, environ: dict[str, Any]) -> Reply:
@@ -199,19 +220,40 @@ HOLD = change_feed.HOLD_HEADER.lower().encode("latin1")
 application = _wsgi
 
 
+def _poll_key(scope: Scope) -> tuple[bytes, str] | None:
+    """A GET without a body whose query has one `after`: a digest of everything the
+    request says but that `after`'s value, and the value. Two requests with one key differ
+    only in the version they hold, so Django's answer to a long poll of one, given the
+    current version, is its answer to the other."""
+    parts = scope["query_string"].split(b"&")
+    afters = [i for i, part in enumerate(parts) if part.startswith(b"after=")]
+    headers = scope["headers"]
+    if scope["method"] != "GET" or len(afters) != 1:
+        return None
+    if any(name in (b"content-length", b"transfer-encoding") for name, _ in headers):
+        return None
+    after = parts[afters[0]][len(b"after=") :]
+    parts[afters[0]] = b"after="
+    said: tuple[Any, ...] = (scope["scheme"], scope.get("http_version"), scope["path"])
+    said += (scope.get("root_path", ""), scope.get("raw_path"), b"&".join(parts), *headers)
+    return hashlib.sha256(repr(said).encode()).digest(), after.decode("latin1")
+
+
+async def _held_reply(
+    receive: Receive, after: tuple[int, int], wait: float, headers: list[tuple[str, str]]
+) -> Reply:
+    """The feed's answer once the version moves past `after` or `wait` passes."""
+    content = version_body(await _held(receive, after, wait) or after)
+    return 200, _encoded(with_body(headers, content)), content
+
+
 async def _held(receive: Receive, after: tuple[int, int], wait: float) -> Any:
     """The new counters, None once `wait` passed or the client went away."""
-    change = asyncio.ensure_future(change_feed.get_hub().await_change(after, wait))
     gone = asyncio.ensure_future(_disconnected(receive))
     try:
-        await asyncio.wait({change, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return await change_feed.get_hub().await_change(after, wait, gone)
     finally:
         gone.cancel()
-        if not change.done():
-            change.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await gone
-    return change.result() if change.done() and not change.cancelled() else None
 
 
 async def _disconnected(receive: Receive) -> None:

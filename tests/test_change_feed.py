@@ -33,12 +33,21 @@ class FakeHub:
     def __init__(self, answer: tuple[int, int] | None = None) -> None:
         self.answer = answer
         self.asked: list[tuple[tuple[int, int], float]] = []
+        self.epoch = 0
+
+    def proven(self, key: bytes, after: str) -> None:
+        return None  # every request goes to Django
+
+    def prove(self, key: bytes, epoch: int, wait: float, headers: Any) -> None:
+        return None
 
     def wait_for_change(self, after: tuple[int, int], timeout: float) -> tuple[int, int] | None:
         self.asked.append((after, timeout))
         return self.answer
 
-    async def await_change(self, after: tuple[int, int], timeout: float) -> tuple[int, int] | None:
+    async def await_change(
+        self, after: tuple[int, int], timeout: float, until: Any = None
+    ) -> tuple[int, int] | None:
         return self.wait_for_change(after, timeout)
 
 

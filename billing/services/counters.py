@@ -11,6 +11,8 @@ from billing.models import (
 
 # The PostgreSQL channel every bump notifies (omniroute_admin.change_feed listens on it).
 CHANGE_CHANNEL = "omniroute_changes"
+# Its payload when a token was revoked (the version does not move).
+TOKENS_PAYLOAD = "tokens"
 _notifying_bump_sql: str | None = None
 
 
@@ -44,6 +46,15 @@ def _notifying_bump() -> str:
             f"WHERE {quote('name')} = %s RETURNING pg_notify(%s, '')"
         )
     return _notifying_bump_sql
+
+
+def notify_token_revoked() -> None:
+    """Tell the change feed's listeners, at commit, that a token was revoked: they
+    forget the long polls they would repeat without asking Django (PostgreSQL only;
+    elsewhere they keep none)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANGE_CHANNEL, TOKENS_PAYLOAD])
 
 
 def change_counters() -> tuple[int, int]:

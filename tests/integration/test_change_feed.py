@@ -21,7 +21,7 @@ from billing import services as billing_services
 from billing.services.counters import CHANGE_CHANNEL
 from ladder import services
 from ladder.models import ApiToken
-from ladder.tokens import create_token
+from ladder.tokens import create_token, revoke_token
 from tests.integration.harness import ROOT, Answer, http_call, server_env, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -227,3 +227,33 @@ def test_a_bump_notifies_the_channel_when_its_transaction_commits() -> None:
             billing_services.bump("config")
         got = [n.channel for n in listener.notifies(timeout=10, stop_after=1)]
     assert got == [CHANGE_CHANNEL]
+
+
+def test_a_revoked_token_s_next_long_poll_is_refused_though_its_repeats_skip_django(
+    asgi: FeedServer, token: str
+) -> None:
+    other = create_token("another gateway", ApiToken.Scope.GATEWAY)[1]
+    revoked = ApiToken.objects.get(name="gateway").pk
+    told = _version()
+    connections.close_all()
+    for _ in range(2):  # through Django, then its repeat (held without Django)
+        waiting = _long_polls(asgi, 1, token, told)
+        _wait_for_waiters(asgi, 1)
+        _a_write_through_the_services()
+        waiting[0].join(timeout=20)
+        [answer] = asgi.answers  # type: ignore[attr-defined]
+        assert answer.status == 200
+        told = answer.json()["version"]
+
+    watcher = _long_polls(asgi, 1, other, told)
+    _wait_for_waiters(asgi, 1)
+    revoke_token(revoked)
+    _a_write_through_the_services()  # notified after the revocation, so heard after it
+    watcher[0].join(timeout=20)
+    [seen] = asgi.answers  # type: ignore[attr-defined]
+    assert seen.status == 200
+
+    refused = http_call(
+        asgi.url, "GET", f"/api/v1/changes?after={seen.json()['version']}&wait=30", token=token
+    )
+    assert refused.status == 401

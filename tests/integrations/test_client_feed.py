@@ -240,6 +240,59 @@ def test_an_own_event_during_the_refresh_retires_the_refreshed_decisions_too(
         client.close()
 
 
+def test_the_refresh_after_a_move_starts_after_a_jittered_delay(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    asked: list[tuple[float, float]] = []
+    delay_over = threading.Event()
+
+    def jitter(low: float, high: float) -> float:
+        asked.append((low, high))
+        delay_over.wait(10)  # the delay lasts until the test ends it
+        return 0.0
+
+    client = OmniRouteClient(plane.url, "t", clock=clock, refresh_jitter_seconds=0.5, jitter=jitter)
+    try:
+        _until(lambda: client.feed_live)
+        decision = client.pool("auto/thrifty")
+        generation = client.generation
+        plane.bump()
+        _until(lambda: asked)
+
+        assert asked == [(0.0, 0.5)]
+        assert plane.pool_requests() == 1  # no refresh during the delay...
+        assert client.pool("auto/thrifty") is decision  # ...and the old decision served
+        delay_over.set()
+        _until(lambda: client.generation != generation)
+        assert plane.pool_requests() == 2  # then the refresh
+    finally:
+        delay_over.set()
+        client.close()
+
+
+def test_the_refresh_after_a_move_fetches_only_decisions_the_client_holds(
+    plane: FeedPlane, clock: Clock
+) -> None:
+    from omniroute_client import NotFound
+
+    client = OmniRouteClient(plane.url, "t", clock=clock, refresh_jitter_seconds=0)
+    try:
+        _until(lambda: client.feed_live)
+        client.pool("auto/thrifty")
+        plane.pool_status = 404
+        with pytest.raises(NotFound):
+            client.pool("auto/subscription")  # asked, but no decision held
+        plane.pool_status = 200
+        generation = client.generation
+        plane.bump()
+        _until(lambda: client.generation != generation)
+
+        refreshed = [path for _, path, _ in plane.requests[2:]]
+        assert refreshed == ["/api/v1/pools/auto/thrifty"]
+    finally:
+        client.close()
+
+
 def test_without_batch_endpoints_reports_go_one_by_one(plane: FeedPlane, clock: Clock) -> None:
     client = OmniRouteClient(plane.url, "t", clock=clock, follow_changes=False)
     try:

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,11 +54,14 @@ FEED_WAIT_SECONDS = 25
 # nothing moved); no answer by `wait` + this margin means the feed is blind.
 FEED_MARGIN_SECONDS = 5.0
 FEED_RETRY_SECONDS = 30.0
-# When the feed moves: how many of the most recently fetched decisions are fetched again
-# before the old ones are retired, and for how long at most (past it, the rest are
-# simply invalidated and revalidate on their next request).
+# When the feed moves: how many of the most recently used decisions the client holds
+# are fetched again before the old ones are retired, and for how long at most (past it,
+# the rest are simply invalidated and revalidate on their next request).
 REFRESH_KEYS = 16
 REFRESH_BUDGET_SECONDS = 0.25
+# And the refresh starts after a random delay of up to this many seconds, so a
+# thousand gateways told of one write at once do not all ask the control plane at once.
+REFRESH_JITTER_SECONDS = 0.25
 
 
 class _Base:
@@ -75,6 +79,8 @@ class _Base:
         flush_interval: float = 0.2,
         invalidate_on_readings: bool = False,
         refresh_on_change: bool = True,
+        refresh_jitter_seconds: float = REFRESH_JITTER_SECONDS,
+        jitter: Callable[[float, float], float] = random.uniform,
         sticky_conversations: int = 10_000,
         sticky_ttl_seconds: float = 3600.0,
         feed_wait_seconds: float = FEED_WAIT_SECONDS,
@@ -87,6 +93,8 @@ class _Base:
     ) -> None:
         if not 0 < feed_wait_seconds <= 30 or feed_margin_seconds <= 0:
             raise ValueError("feed_wait_seconds must be in (0, 30] and feed_margin_seconds > 0")
+        if refresh_jitter_seconds < 0:
+            raise ValueError("refresh_jitter_seconds must be 0 or more")
         for auto_id in static_fallback or {}:
             if not is_thrifty(auto_id):
                 raise ValueError(f"static_fallback: {auto_id} fails closed; only thrifty ids")
@@ -103,6 +111,8 @@ class _Base:
             max_conversations=sticky_conversations, ttl_seconds=sticky_ttl_seconds
         )
         self.refresh_on_change = refresh_on_change
+        self.refresh_jitter_seconds = refresh_jitter_seconds
+        self.jitter = jitter  # (low, high) -> a delay in seconds
         # The most recently fetched pools, for refreshing them when the feed moves.
         self._recent: dict[str, tuple[str, list[dict[str, Any]] | None]] = {}
         self.base_url = control_plane_url.rstrip("/") + "/api/v1"
@@ -335,19 +345,23 @@ class _Base:
             feed.close()
 
     def _moved(self) -> None:
-        """The feed moved: fetch the recently used decisions again (a `304` for those
-        the write did not change), then retire every kept decision but the ones just
-        fetched. A request meanwhile (a few milliseconds, at most REFRESH_BUDGET_SECONDS)
-        is served the decision that was current a moment before, as if it had come that
-        moment earlier; the first request after the write then makes no round trip."""
+        """The feed moved: after a random delay of up to `refresh_jitter_seconds`, fetch
+        again the recently used decisions this client holds (a `304` for those the write
+        did not change), then retire every kept decision but the ones just fetched. A
+        request meanwhile (the delay, then a few milliseconds, at most
+        REFRESH_BUDGET_SECONDS) is served the decision that was current a moment before,
+        as if it had come that moment earlier; the first request after the write then
+        makes no round trip."""
         if not self.refresh_on_change:
             self.invalidate()
             return
+        if self._closed.wait(self.jitter(0.0, self.refresh_jitter_seconds)):
+            return
         with self.lock:
             target = self.generation + 1
-            recent = list(self._recent.values())
+            held = [pool for key, pool in self._recent.items() if key in self.entries]
         deadline = time.monotonic() + REFRESH_BUDGET_SECONDS
-        for auto_id, candidates in reversed(recent):  # the most recent first
+        for auto_id, candidates in reversed(held):  # the most recent first
             if time.monotonic() > deadline:
                 break
             try:
