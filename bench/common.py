@@ -95,7 +95,7 @@ def server_command(server: str, *, workers: int, threads: int, app: str = "proje
         target = "omniroute_admin.asgi:application" if app == "project" else "hello:asgi_app"
         command = [sys.executable, "-m", "gunicorn", target, "-b", f"127.0.0.1:{PORT}"]
         command += ["--workers", str(workers), "--log-level", "warning"]
-        command += ["--worker-class", "uvicorn_worker.UvicornWorker"]
+        command += ["--worker-class", "omniroute_admin.worker.Worker"]
         if app != "project":
             command += ["--chdir", str(BENCH)]
         return command

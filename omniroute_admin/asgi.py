@@ -1,6 +1,6 @@
 """ASGI entry point, the production server (docs/HOT_PATH.md, "The change feed"):
 
-    gunicorn omniroute_admin.asgi:application -k uvicorn_worker.UvicornWorker
+    gunicorn omniroute_admin.asgi:application -k omniroute_admin.worker.Worker
 
 Every request runs the WSGI application (the pool fast lane in front of Django, exactly
 as `omniroute_admin.wsgi` serves it: request deadlines, the dashboard's pool, the fast
@@ -77,7 +77,8 @@ class BufferedWSGI:
                 return
             proof = poll[0], hub.epoch  # the epoch before Django authenticates it
         body = await _body(scope, receive)
-        await self.respond(environ_of(scope, body), send, receive, proof)
+        if body is not None:
+            await self.respond(environ_of(scope, body), send, receive, proof)
 
     async def respond(
         self,
@@ -192,9 +193,11 @@ async def send_reply(send: Send, reply: Reply) -> None:
     await send({"type": "http.response.body", "body": content})
 
 
-async def _body(scope: Scope, receive: Receive) -> bytes:
+async def _body(scope: Scope, receive: Receive) -> bytes | None:
     """The request body, unless its declared length is over the limit (Django answers
-    the 413 from the header without reading it: omniroute_admin.middleware)."""
+    the 413 from the header without reading it: omniroute_admin.middleware); None when
+    the connection closed before it was whole (the client left, or was too slow:
+    omniroute_admin.worker), and the request is not run."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     declared = next((v for n, v in scope["headers"] if n == b"content-length"), b"0")
     if limit is not None and declared.isdigit() and int(declared) > limit:
@@ -203,7 +206,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            return None
         chunks.append(message.get("body", b""))
         size += len(chunks[-1])
         if limit is not None and size > limit:  # undeclared and too long: Django

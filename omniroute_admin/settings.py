@@ -189,6 +189,12 @@ if DASHBOARD_QUEUE_WAIT_SECONDS < 0:
 ASGI_WSGI_THREADS: int = _typed("ASGI_WSGI_THREADS", env.int, 8)
 if ASGI_WSGI_THREADS < 1:
     raise ImproperlyConfigured("ASGI_WSGI_THREADS must be at least 1.")
+# The production worker class (omniroute_admin.worker) closes a connection that has not
+# sent a whole request, headers and body, this many seconds after it opened (or after the
+# request's first byte on a kept-alive connection): a slow client cannot hold a socket.
+REQUEST_READ_TIMEOUT_SECONDS: float = _typed("REQUEST_READ_TIMEOUT_SECONDS", env.float, 5.0)
+if REQUEST_READ_TIMEOUT_SECONDS <= 0:
+    raise ImproperlyConfigured("REQUEST_READ_TIMEOUT_SECONDS must be more than 0.")
 # The change feed's listener (PostgreSQL) re-reads the counters this often besides on
 # every notification: a health check of its connection and a catch-up (docs/HOT_PATH.md).
 CHANGE_FEED_RESYNC_SECONDS: float = _typed("CHANGE_FEED_RESYNC_SECONDS", env.float, 10.0)

@@ -26,7 +26,7 @@ from tests.integration.harness import ROOT, Answer, http_call, server_env, wait_
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-ASGI = ["omniroute_admin.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+ASGI = ["omniroute_admin.asgi:application", "-k", "omniroute_admin.worker.Worker"]
 GTHREAD = ["omniroute_admin.wsgi:application", "--threads", "6"]
 
 
@@ -37,15 +37,16 @@ def _postgresql_only() -> None:
 
 
 class FeedServer:
-    """One gunicorn worker process (`ASGI` or `GTHREAD`) on a port the kernel picks."""
+    """One gunicorn worker process (`ASGI` or `GTHREAD`) on a port the kernel picks,
+    with these environment `settings`."""
 
-    def __init__(self, kind: list[str], name: str) -> None:
+    def __init__(self, kind: list[str], name: str, **settings: str) -> None:
         self.name = name
         self.url = ""
         self.log: list[str] = []
         self.listening = threading.Event()
         # Longer than any wait here: only the NOTIFY of the write can wake one.
-        env = server_env(CHANGE_FEED_RESYNC_SECONDS="600")
+        env = server_env(CHANGE_FEED_RESYNC_SECONDS="600", **settings)
         argv = [sys.executable, "-m", "gunicorn", *kind, "--bind", "127.0.0.1:0"]
         argv += ["--workers", "1", "--graceful-timeout", "2", "--log-level", "info"]
         self.process = subprocess.Popen(

@@ -143,7 +143,7 @@ class OmniRouteServer:
                 # cached pools and spend reports on its event loop.
                 "omniroute_admin.asgi:application",
                 "--worker-class",
-                "uvicorn_worker.UvicornWorker",
+                "omniroute_admin.worker.Worker",
                 "--bind",
                 "127.0.0.1:0",
                 "--workers",
