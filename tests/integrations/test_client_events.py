@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from omniroute_client import event_for_response
-from omniroute_client.events import event_for_exception
+from omniroute_client.events import event_for_exception, says_can_meter
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -59,3 +59,32 @@ def test_success_only_after_a_failure_or_with_quota_headers() -> None:
     assert event_for_response(200, quota, now=NOW) == {"kind": "success", "headers": quota}
     # OpenAI per-minute headers alone say nothing about a plan: no event.
     assert event_for_response(200, {"x-ratelimit-remaining-requests": "99"}, now=NOW) is None
+
+
+def test_an_event_names_the_model_the_request_asked_for() -> None:
+    headers = {"anthropic-ratelimit-unified-7d_oi-status": "rejected", "retry-after": "60"}
+
+    event = event_for_response(429, headers, now=NOW, model="claude-opus-4-1")
+
+    assert event is not None
+    assert (event["kind"], event["model"]) == ("rate_limited", "claude-opus-4-1")
+    assert event_for_exception(TimeoutError("slow"), model="claude-opus-4-1") == {
+        "kind": "error",
+        "retry_after_seconds": None,
+        "model": "claude-opus-4-1",
+    }
+
+
+def test_which_headers_say_the_plan_bills_past_its_limit() -> None:
+    assert says_can_meter({"Anthropic-Ratelimit-Unified-Overage-In-Use": "true"})
+    assert says_can_meter({"anthropic-ratelimit-unified-overage-status": "allowed_warning"})
+    assert says_can_meter({"x-codex-credits-unlimited": "True"})
+    assert not says_can_meter({"anthropic-ratelimit-unified-overage-status": "rejected"})
+    assert not says_can_meter({"x-codex-credits-has-credits": "false"})
+    assert not says_can_meter({"anthropic-ratelimit-unified-status": "allowed"})
+
+
+def test_a_codex_credits_header_alone_is_worth_a_success() -> None:
+    credits = {"x-codex-credits-has-credits": "true"}
+
+    assert event_for_response(200, credits, now=NOW) == {"kind": "success", "headers": credits}

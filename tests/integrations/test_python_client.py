@@ -243,3 +243,23 @@ def test_a_routine_success_keeps_the_decision_and_the_success_after_a_failure_do
     assert client.generation > after_failure
     assert client.flush()
     assert client.report_response("plan-1", 200, {}) is None  # nothing to say any more
+
+
+def test_a_success_saying_the_plan_bills_past_its_limit_takes_it_out_on_the_next_decision(
+    client: OmniRouteClient,
+) -> None:
+    _setup(client)
+    assert _refs(client.pool("auto/subscription", [PLAN])) == ["d-plan"]
+    overage = {"anthropic-ratelimit-unified-overage-in-use": "true"}
+    generation = client.generation
+
+    event = client.report_response("plan-1", 200, overage, model="claude-sonnet-4")
+    assert client.flush()
+
+    assert event == {"kind": "success", "headers": overage, "model": "claude-sonnet-4"}
+    assert client.generation > generation  # not routine: it invalidated
+    decision = client.pool("auto/subscription", [PLAN])
+    assert decision.candidates == []
+    assert [(e["connection_id"], e["reason"]) for e in decision.excluded] == [
+        ("plan-1", "overage_not_hard_stop")
+    ]

@@ -364,7 +364,7 @@ class Dispatcher:
             for k, v in raw.items()
             if k.startswith("llm_provider-")
         }
-        self.client.report_response(deployment.connection_id, 200, headers)
+        self.client.report_response(deployment.connection_id, 200, headers, model=deployment.model)
         ticket = self._ticket(meta, deployment.dispatch_id)
         usage = getattr(response, "usage", None)
         rung = (meta.get("rungs") or {}).get(deployment.dispatch_id)
@@ -400,7 +400,9 @@ class Dispatcher:
         if ticket:
             self.client.release(ticket)
         if kwargs.get("exception") is not None:
-            self.client.report_exception(found[0].connection_id, kwargs["exception"])
+            self.client.report_exception(
+                found[0].connection_id, kwargs["exception"], model=found[0].model
+            )
 
 
 class DispatchHooks(CustomLogger):

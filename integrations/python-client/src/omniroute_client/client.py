@@ -42,7 +42,7 @@ from .decisions import (
     parse_time,
     pool_key,
 )
-from .events import event_for_exception, event_for_response
+from .events import event_for_exception, event_for_response, says_can_meter
 from .flight import Breaker, SingleFlight
 from .reporter import Reporter
 from .sticky import StickyConnections
@@ -464,7 +464,13 @@ class _Base:
         cost a round trip per request. The reading it stores is seen through the change
         feed (the server moves the version only when it changes a pool) or, without one,
         within `revalidate_seconds`."""
-        routine = event["kind"] == "success" and connection_id not in self.failing
+        # A success saying the plan bills past its limit is not routine: the plan must
+        # leave auto/subscription on the next decision (events.says_can_meter).
+        routine = (
+            event["kind"] == "success"
+            and connection_id not in self.failing
+            and not says_can_meter(event.get("headers"))
+        )
         if event["kind"] == "success":
             self.failing.discard(connection_id)
         else:
@@ -481,21 +487,32 @@ class _Base:
         )
 
     def report_response(
-        self, connection_id: str, status_code: int, headers: Any = None, body: Any = None
+        self,
+        connection_id: str,
+        status_code: int,
+        headers: Any = None,
+        body: Any = None,
+        *,
+        model: str | None = None,
     ) -> dict[str, Any] | None:
-        """Report what an upstream answered (see `events.event_for_response`)."""
+        """Report what an upstream answered (see `events.event_for_response`); `model`:
+        the model the request asked for (what the headers say about one model, an Opus
+        weekly cap, binds only that model)."""
         event = event_for_response(
             status_code,
             dict(headers or {}),
             body,
             after_failure=connection_id in self.failing,
+            model=model,
         )
         if event is not None:
             self.report_event(connection_id, event)
         return event
 
-    def report_exception(self, connection_id: str, exc: BaseException) -> dict[str, Any] | None:
-        event = event_for_exception(exc)
+    def report_exception(
+        self, connection_id: str, exc: BaseException, *, model: str | None = None
+    ) -> dict[str, Any] | None:
+        event = event_for_exception(exc, model=model)
         if event is not None:
             self.report_event(connection_id, event)
         return event

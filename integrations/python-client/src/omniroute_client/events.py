@@ -10,6 +10,10 @@ Pure functions: no IO, no clock unless one is passed. The kinds (spec/api.md, "E
   not serving);
 - a 2xx -> ``success`` only when it carried quota headers or follows a failure of the
   same connection; otherwise nothing is sent (the server would store nothing).
+
+Every event names the model the request asked for when the caller gives it: what the
+headers say about one model (Anthropic's ``7d_oi`` headers: an Opus weekly cap) binds only
+that model, and a model-scoped rejection cools only that model on the connection.
 """
 
 from __future__ import annotations
@@ -24,7 +28,12 @@ _EXACT = ("retry-after", "retry-after-ms")
 _PREFIXES = ("anthropic-ratelimit-", "x-codex-", "x-ratelimit-")
 # Headers that say something about the plan's quota (a `success` carrying them stores a
 # reading: the fastest way back onto the plan after a reset).
-_QUOTA_PREFIXES = ("anthropic-ratelimit-unified", "x-codex-primary", "x-codex-secondary")
+_QUOTA_PREFIXES = (
+    "anthropic-ratelimit-unified",
+    "x-codex-primary",
+    "x-codex-secondary",
+    "x-codex-credits",
+)
 _QUOTA_WORDS = ("usage_limit_reached", "quota", "usage limit", "insufficient_quota")
 
 
@@ -42,6 +51,24 @@ def understood_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
 
 def has_quota_headers(headers: Mapping[str, str]) -> bool:
     return any(name.startswith(_QUOTA_PREFIXES) for name in understood_headers(headers))
+
+
+def says_can_meter(headers: Mapping[str, str] | None) -> bool:
+    """Do these headers say the plan bills past its limit (spec/ladder.md, "Billing
+    evidence from the wire")? Anthropic `overage-in-use: true` or `overage-status:
+    allowed` / `allowed_warning`; Codex `credits-has-credits: true` or
+    `credits-unlimited: true`. Such an answer is not routine: the plan must leave
+    `auto/subscription` on the gateway's next decision."""
+    kept = understood_headers(headers)
+    flags = (
+        "anthropic-ratelimit-unified-overage-in-use",
+        "x-codex-credits-has-credits",
+        "x-codex-credits-unlimited",
+    )
+    if any(kept.get(name, "").lower() == "true" for name in flags):
+        return True
+    status = kept.get("anthropic-ratelimit-unified-overage-status", "").lower()
+    return status in ("allowed", "allowed_warning")
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
@@ -135,8 +162,23 @@ def event_for_response(
     *,
     after_failure: bool = False,
     now: datetime | None = None,
+    model: str | None = None,
 ) -> dict[str, Any] | None:
-    """The event to report for an upstream answer, or None when there is nothing to say."""
+    """The event to report for an upstream answer, or None when there is nothing to say;
+    `model`: the model the request asked for (named on the event)."""
+    event = _event_for_response(status_code, headers, body, after_failure, now)
+    if event is not None and model:
+        event["model"] = model[:200]
+    return event
+
+
+def _event_for_response(
+    status_code: int,
+    headers: Mapping[str, str] | None,
+    body: Any,
+    after_failure: bool,
+    now: datetime | None,
+) -> dict[str, Any] | None:
     now = now or datetime.now(UTC)
     headers = headers or {}
     kept = understood_headers(headers)
@@ -165,7 +207,7 @@ def event_for_response(
 
 
 def event_for_exception(
-    exc: BaseException, *, now: datetime | None = None
+    exc: BaseException, *, now: datetime | None = None, model: str | None = None
 ) -> dict[str, Any] | None:
     """The event for an exception raised by an upstream call: reads `status_code`,
     `response` (an httpx/requests-like response) and `headers` attributes when present;
@@ -190,5 +232,8 @@ def event_for_exception(
     if response is not None and body is None:
         body = getattr(response, "text", None)
     if isinstance(status, int):
-        return event_for_response(status, headers, body, now=now)
-    return {"kind": "error", "retry_after_seconds": None}
+        return event_for_response(status, headers, body, now=now, model=model)
+    event: dict[str, Any] = {"kind": "error", "retry_after_seconds": None}
+    if model:
+        event["model"] = model[:200]
+    return event
