@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
@@ -134,10 +134,12 @@ def catalog_context(
     create_form: CatalogEntryForm | None = None,
     notice: dict[str, str] | None = None,
     focus_row: int | None = None,
+    prefill: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Entries with what they decide and their history (four queries whatever the size).
     An edit form opened here takes the focus (its first field); `focus_row`: the row just
-    saved, where the focus goes back to."""
+    saved, where the focus goes back to; `prefill`: fields a link presets on the opened
+    form (the create form when none is opened), never saved until the operator saves."""
     entries = list(BillingCatalogEntry.objects.all())
     in_use: set[tuple[str, str]] = set()
     decided, uncurated = _decided(entries, in_use)
@@ -177,9 +179,13 @@ def catalog_context(
                     "overage": found.overage,
                     "reason": found.reason,
                     "version": found.version,
+                    **{k: v for k, v in (prefill or {}).items() if k in _EDIT_PREFILL},
                 },
             )
             edit_form.fields["provider"].widget.attrs["data-focus"] = ""
+    if create_form is None and editing is None and prefill:
+        create_form = CatalogEntryForm(known=known, auto_id=NEW_IDS, initial=prefill)
+        create_form.fields["provider"].widget.attrs["data-focus"] = ""
     return {
         "rows": rows,
         "uncurated": uncurated[:CONNECTIONS_SHOWN],
@@ -216,13 +222,29 @@ def _catalog(request: HtmxHttpRequest, status: int = 200, **context: Any) -> Tem
     )
 
 
+# Fields a link may preset (the connection page's offer to curate a connection whose
+# evidence says "hard stop" as hard-stop); an edit keeps its provider and auth type.
+_PREFILL: Final = ("provider", "auth_type", "billing", "overage", "reason")
+_EDIT_PREFILL: Final = frozenset({"billing", "overage", "reason"})
+_PREFILL_MAX_LENGTH: Final = 500
+
+
 @require_GET
 @viewer_required
 def catalog(request: HtmxHttpRequest) -> TemplateResponse:
     """The curated catalog; `?edit=<id>` opens an entry's form, `?delete=<id>` asks to
-    confirm its deletion."""
+    confirm its deletion; `provider`, `auth_type`, `billing`, `overage` and `reason`
+    preset the opened form's fields (the create form's when no entry is opened)."""
+    prefill = {
+        name: request.GET[name][:_PREFILL_MAX_LENGTH]
+        for name in _PREFILL
+        if request.GET.get(name)
+    }
     return _catalog(
-        request, editing=int_param(request, "edit"), deleting=int_param(request, "delete")
+        request,
+        editing=int_param(request, "edit"),
+        deleting=int_param(request, "delete"),
+        prefill=prefill,
     )
 
 
