@@ -236,9 +236,7 @@ def catalog(request: HtmxHttpRequest) -> TemplateResponse:
     confirm its deletion; `provider`, `auth_type`, `billing`, `overage` and `reason`
     preset the opened form's fields (the create form's when no entry is opened)."""
     prefill = {
-        name: request.GET[name][:_PREFILL_MAX_LENGTH]
-        for name in _PREFILL
-        if request.GET.get(name)
+        name: request.GET[name][:_PREFILL_MAX_LENGTH] for name in _PREFILL if request.GET.get(name)
     }
     return _catalog(
         request,
