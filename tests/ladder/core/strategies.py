@@ -28,6 +28,8 @@ from ladder.core import (
     RungSpend,
     decide,
 )
+from ladder.core.scopes import scope_matches
+from ladder.core.types import OverageEvidence, OverageSays, ScopedQuota
 
 BASE = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -39,6 +41,11 @@ PROVIDERS = ("claude", "openrouter")
 
 
 CATEGORIES = ("coding", "chat")
+
+
+# Model scopes: a candidate's model (`m<index>`), and one that names no model (it binds
+# every model of its connection: fail closed).
+SCOPES = ("m0", "m1", "m2", "nomodel")
 
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
@@ -149,6 +156,25 @@ def draw_reading(draw: st.DrawFn, now: datetime) -> Reading:
     return Reading(status, remaining, at(now, reset_offset), now - timedelta(seconds=age))
 
 
+def draw_scoped(draw: st.DrawFn, now: datetime) -> tuple[ScopedQuota, ...]:
+    """A connection's model scopes: none mostly, else one or two, each with a reading
+    (or none: a cooldown alone), its own hysteresis and maybe a cooldown."""
+    if draw(is_common):
+        return ()
+    scopes = draw(st.lists(st.sampled_from(SCOPES), min_size=1, max_size=2, unique=True))
+    return tuple(
+        ScopedQuota(
+            scope,
+            draw_reading(draw, now) if draw(is_common) else None,
+            Hysteresis(
+                draw(st.sampled_from(HysteresisState)), at(now, draw(maybe_seconds)), "generated"
+            ),
+            None if draw(is_common) else at(now, draw(seconds)),
+        )
+        for scope in sorted(scopes)
+    )
+
+
 def draw_view(draw: st.DrawFn, connection_id: str, now: datetime) -> ConnectionView:
     billing = BillingVerdict(
         Billing.SUBSCRIPTION if draw(is_common) else draw(billings),
@@ -166,6 +192,16 @@ def draw_view(draw: st.DrawFn, connection_id: str, now: datetime) -> ConnectionV
         reading=draw_reading(draw, now) if draw(is_common) else None,
         hysteresis=Hysteresis(
             draw(st.sampled_from(HysteresisState)), at(now, draw(maybe_seconds)), "generated"
+        ),
+        evidence=(
+            None
+            if draw(is_common)
+            else OverageEvidence(draw(st.sampled_from(OverageSays)), "generated", "headers")
+        ),
+        scoped=draw_scoped(draw, now),
+        exit_cutoff_percent=None if draw(is_common) else draw(st.one_of(low_cutoffs, percents)),
+        reentry_min_remaining_percent=(
+            None if draw(is_common) else draw(st.one_of(low_floors, percents))
         ),
     )
 
@@ -221,7 +257,13 @@ def run(world: World) -> Decision:
         world.spend,
         world.config,
         world.now,
+        known_models=known_models(world),
     )
+
+
+def known_models(world: World) -> frozenset[str]:
+    """The models the world can name: its candidates'."""
+    return frozenset(candidate.model for candidate in world.candidates)
 
 
 def in_pool(world: World) -> list[CandidateIn]:
@@ -236,27 +278,65 @@ def connection_ids_of(
 
 
 def is_verified_plan_connection(
-    view: ConnectionView | None, config: LadderConfig, now: datetime
+    view: ConnectionView | None,
+    config: LadderConfig,
+    now: datetime,
+    model: str | None = None,
+    models: frozenset[str] = frozenset(),
 ) -> bool:
-    """An independent oracle of what auto/subscription may serve."""
+    """An independent oracle of what auto/subscription may serve (for a candidate of
+    `model` when given, among the nameable `models`): a hard-stop plan whose evidence
+    does not say it can meter, active and not cooling, with a verified reading above its
+    threshold (its own reserve where set), and every model scope binding `model` the same
+    (a scope naming none of `models` binds every model)."""
     if view is None:
         return False
     if view.billing.billing != Billing.SUBSCRIPTION or view.billing.overage != Overage.HARD_STOP:
         return False
+    if view.evidence is not None and view.evidence.says == OverageSays.CAN_METER:
+        return False
     if not view.is_active or (view.cooldown_until is not None and view.cooldown_until > now):
         return False
-    reading = view.reading
+    cutoff = config.exit_cutoff_percent
+    if view.exit_cutoff_percent is not None:
+        cutoff = view.exit_cutoff_percent
+    floor = config.reentry_min_remaining_percent
+    if view.reentry_min_remaining_percent is not None:
+        floor = view.reentry_min_remaining_percent
+    if not _passes(view.reading, view.hysteresis, cutoff, floor, config, now):
+        return False
+    if model is None:
+        return True
+    for scoped in view.scoped:
+        binds = scope_matches(scoped.model_scope, model) or not any(
+            scope_matches(scoped.model_scope, known) for known in models
+        )
+        if not binds:
+            continue
+        if scoped.cooldown_until is not None and scoped.cooldown_until > now:
+            return False
+        if scoped.reading is not None and not _passes(
+            scoped.reading, scoped.hysteresis, cutoff, floor, config, now
+        ):
+            return False
+    return True
+
+
+def _passes(
+    reading: Reading | None,
+    hysteresis: Hysteresis,
+    cutoff: float,
+    floor: float,
+    config: LadderConfig,
+    now: datetime,
+) -> bool:
     if reading is None or reading.status != QuotaStatus.SAFE or reading.remaining_percent is None:
         return False
     reset_in_future = reading.reset_at is None or reading.reset_at > now
     young = now - reading.checked_at <= timedelta(seconds=config.max_state_age_seconds)
     if not (reset_in_future and young):
         return False
-    threshold = (
-        config.exit_cutoff_percent
-        if view.hysteresis.state == HysteresisState.IN_PLAY
-        else max(config.exit_cutoff_percent, config.reentry_min_remaining_percent)
-    )
+    threshold = cutoff if hysteresis.state == HysteresisState.IN_PLAY else max(cutoff, floor)
     return reading.remaining_percent > threshold
 
 

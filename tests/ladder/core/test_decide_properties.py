@@ -12,6 +12,7 @@ from tests.ladder.core.strategies import (
     in_pool,
     is_subsequence,
     is_verified_plan_connection,
+    known_models,
     run,
     worlds,
 )
@@ -36,7 +37,9 @@ def test_a_subscription_decision_holds_only_verified_plan_connections(world: Wor
         assert entry.rung is Rung.SUBSCRIPTION
         for connection_id in connection_ids_of(entry.connection_id, entry.allowed_connection_ids):
             view = world.connections.get(connection_id)
-            assert is_verified_plan_connection(view, world.config, world.now), connection_id
+            assert is_verified_plan_connection(
+                view, world.config, world.now, entry.model, known_models(world)
+            ), connection_id
 
 
 @PROPERTY_SETTINGS
