@@ -4,12 +4,13 @@ after a reset, with a real worker: test_with_worker.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
-from omniroute_litellm import OmniRouteRouter
-from scenario import CHEAP, MESSAGES, PREMIUM, make_upstreams, model_list, served_by
-from server import OmniRouteServer
+from omniroute_litellm import NoCapacity, OmniRouteRouter
+from scenario import CHEAP, MESSAGES, PREMIUM, iso, make_upstreams, model_list, served_by
+from server import OmniRouteServer, wait_for
 from upstreams import FakeUpstream
 
 pytestmark = pytest.mark.integration
@@ -88,4 +89,37 @@ def test_sync_completion_routes_auto_models(
     )
     response = router.completion(model="auto/thrifty", messages=MESSAGES)
     assert served_by(router, response) in ("plan", "cheap", "premium")
+    router.close()
+
+
+def test_an_overage_header_takes_the_plan_out_of_subscription_on_the_next_decision(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    # The plan's account bills past its limit, and every answer says so.
+    upstreams["plan"].extra_headers = {"anthropic-ratelimit-unified-overage-in-use": "true"}
+    router = OmniRouteRouter(
+        model_list=model_list(upstreams, "o"),
+        control_plane_url=omniroute.base_url,
+        token=omniroute.gateway_token,
+    )
+    reading = {"remaining_percent": 80.0, "reset_at": iso(time.time() + 3600)}
+    assert omniroute.api("POST", "/connections/o-plan/readings", reading).status_code == 201
+
+    first = router.completion(model="auto/subscription", messages=MESSAGES)
+    assert served_by(router, first) == "plan"
+    # LiteLLM runs its success callbacks after returning: the event, with its headers,
+    # lands when it lands; the gateway dropped its kept decision when it queued it.
+    wait_for(
+        lambda: omniroute.api("GET", "/connections/o-plan/status").json()["billing"]["evidence"],
+        what="the overage header's evidence to land",
+    )
+
+    with pytest.raises(NoCapacity):
+        router.completion(model="auto/subscription", messages=MESSAGES)
+    assert upstreams["plan"].served_count() == 1
+    billing = omniroute.api("GET", "/connections/o-plan/status").json()["billing"]
+    assert (billing["effective_overage"], billing["evidence"]["says"]) == (
+        "meters-to-paid",
+        "can_meter",
+    )
     router.close()

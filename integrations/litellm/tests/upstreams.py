@@ -49,6 +49,9 @@ class FakeUpstream:
         self.served: list[float] = []  # when each served request was answered
         self.refused = 0
         self.usage_polls: list[float] = []  # when the usage endpoint was asked
+        # Headers added to every successful answer (an account that bills past its plan
+        # says so: `anthropic-ratelimit-unified-overage-in-use: true`).
+        self.extra_headers: dict[str, str] = {}
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -178,6 +181,7 @@ class FakeUpstream:
                 "anthropic-ratelimit-unified-5h-status": "allowed",
                 "anthropic-ratelimit-unified-5h-utilization": f"{used_fraction:.4f}",
                 "anthropic-ratelimit-unified-5h-reset": str(reset),
+                **self.extra_headers,
             }
             body: dict[str, Any] = {
                 "id": f"msg_{len(self.served)}",
