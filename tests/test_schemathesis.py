@@ -106,6 +106,7 @@ OPERATOR_OPERATIONS = {
     ("put", "/api/v1/settings/ladder"),
     ("put", "/api/v1/provider-aliases/{alias}"),
     ("delete", "/api/v1/provider-aliases/{alias}"),
+    ("post", "/api/v1/what-if/ledger-replays"),
 }
 
 

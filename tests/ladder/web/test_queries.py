@@ -43,7 +43,9 @@ PAGE_QUERIES = {
     # types, actors, count, page, and whether the linked objects exist (a query per
     # linked type on the page: the world's connections and candidates among them)
     "/audit/": 9,
-    "/reports/simulation/": 3,  # the role, the latest run, the latest successful one
+    # the role, the latest run, the latest successful one; the ledger replay panel's newest
+    # replay, and the plan seats its form offers (the catalog, the active connections)
+    "/reports/simulation/": 6,
 }
 SESSION_OR_USER = re.compile(
     r'"django_session"|FROM "auth_user" WHERE "auth_user"\."id" =|^(RELEASE )?SAVEPOINT'
