@@ -14,7 +14,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import ledger_replays, notifications, simulations, timeline, webhooks
+from ladder.services import ledger_replays, notifications, simulations, timeline, webhook_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def evaluate_notifications_task() -> None:
 def deliver_notification_task(self: Task, *, delivery_id: str) -> None:
     """Make the next attempt of one notification delivery (idempotent: re-checked under
     the delivery's row lock; a delivered one is never sent again)."""
-    outcome = webhooks.deliver(delivery_id)
+    outcome = webhook_delivery.deliver(delivery_id)
     logger.info("notification %s: %s", delivery_id, outcome.why)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)

@@ -18,7 +18,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_add
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ladder.core.notifications import Kind, _iso
+from ladder.core.notifications import Kind, iso
 
 # --------------------------------------------------------------------------- targets
 
@@ -188,7 +188,7 @@ def json_body(message: Message) -> bytes:
         "kind": message.kind.value,
         "title": message.kind.headline,
         "summary": message.summary,
-        "occurred_at": _iso(message.occurred_at),
+        "occurred_at": iso(message.occurred_at),
         "details": dict(message.details),
         "test": message.kind is Kind.TEST,
         "source": "omniroute-admin",

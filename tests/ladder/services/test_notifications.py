@@ -32,7 +32,7 @@ from ladder.models import (
     NotificationState,
     Webhook,
 )
-from ladder.services import enqueue, notifications, webhooks
+from ladder.services import enqueue, notifications, webhook_delivery, webhooks
 from tests.billing.factories import make_catalog_entry
 from tests.ladder.factories import (
     NOW,
@@ -305,7 +305,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
 ) -> None:
     delivery = pending_for(hook_to(receiver))
 
-    outcome = webhooks.deliver(str(delivery.delivery_id))
+    outcome = webhook_delivery.deliver(str(delivery.delivery_id))
 
     (request,) = receiver.received
     assert verify(request, WEBHOOK_SECRET, NOW) is True
@@ -320,7 +320,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
         "plan:claude-max-1#1",
         "plan_exhausted",
     )
-    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: delivered", None)
+    assert outcome == webhook_delivery.DeliveryOutcome(True, "attempt 1: delivered", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.status_code, delivery.error) == (
         Status.DELIVERED,
@@ -334,7 +334,7 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
 def test_a_slack_webhook_gets_a_text_body(receiver: FakeUpstream, clock: Clock) -> None:
     delivery = pending_for(hook_to(receiver, body_format="slack"))
 
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert json.loads(receiver.received[0].body) == {
         "text": "*OmniRoute: Plan connection dropped out*\n"
@@ -347,11 +347,11 @@ def test_a_repeated_task_message_never_sends_a_delivered_notification_again(
 ) -> None:
     delivery = pending_for(hook_to(receiver))
 
-    webhooks.deliver(str(delivery.delivery_id))
-    again = webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
+    again = webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert len(receiver.received) == 1
-    assert again == webhooks.DeliveryOutcome(False, "already delivered")
+    assert again == webhook_delivery.DeliveryOutcome(False, "already delivered")
 
 
 def test_an_attempt_in_flight_is_not_doubled_and_a_dead_one_is_taken_over(
@@ -362,11 +362,11 @@ def test_an_attempt_in_flight_is_not_doubled_and_a_dead_one_is_taken_over(
         status=Status.SENDING, attempts=1, lease_until=NOW + timedelta(seconds=10)
     )
 
-    in_flight = webhooks.deliver(str(delivery.delivery_id))
+    in_flight = webhook_delivery.deliver(str(delivery.delivery_id))
     clock.advance(11)
-    taken_over = webhooks.deliver(str(delivery.delivery_id))
+    taken_over = webhook_delivery.deliver(str(delivery.delivery_id))
 
-    assert in_flight == webhooks.DeliveryOutcome(False, "an attempt is in flight")
+    assert in_flight == webhook_delivery.DeliveryOutcome(False, "an attempt is in flight")
     assert taken_over.why == "attempt 2: delivered"
     assert len(receiver.received) == 1
     assert receiver.received[0].headers["x-omniroute-attempt"] == "2"
@@ -378,18 +378,18 @@ def test_a_receiver_that_is_down_is_tried_again_after_the_backoff_then_delivered
     delivery = pending_for(hook_to(receiver))
     receiver.respond(status=503)
 
-    first = webhooks.deliver(str(delivery.delivery_id))
-    early = webhooks.deliver(str(delivery.delivery_id))
+    first = webhook_delivery.deliver(str(delivery.delivery_id))
+    early = webhook_delivery.deliver(str(delivery.delivery_id))
     delivery.refresh_from_db()
     pending = (delivery.status, delivery.attempts, delivery.next_attempt_at, delivery.error)
     receiver.respond(status=204)
     clock.advance(60)
-    second = webhooks.deliver(str(delivery.delivery_id))
+    second = webhook_delivery.deliver(str(delivery.delivery_id))
 
-    assert first == webhooks.DeliveryOutcome(True, "attempt 1: retry", 60.0)
-    assert early == webhooks.DeliveryOutcome(False, "not due yet")
+    assert first == webhook_delivery.DeliveryOutcome(True, "attempt 1: retry", 60.0)
+    assert early == webhook_delivery.DeliveryOutcome(False, "not due yet")
     assert pending == (Status.PENDING, 1, NOW + timedelta(seconds=60), "Answered 503.")
-    assert second == webhooks.DeliveryOutcome(True, "attempt 2: delivered", None)
+    assert second == webhook_delivery.DeliveryOutcome(True, "attempt 2: delivered", None)
     bodies = {request.body for request in receiver.received}
     assert len(receiver.received) == 2
     assert len(bodies) == 1  # the same body (and delivery id) on every attempt
@@ -407,13 +407,13 @@ def test_it_gives_up_after_the_last_attempt(receiver: FakeUpstream, clock: Clock
     waits = []
 
     for _ in range(6):
-        outcome = webhooks.deliver(str(delivery.delivery_id))
+        outcome = webhook_delivery.deliver(str(delivery.delivery_id))
         waits.append(outcome.retry_in)
         clock.advance(outcome.retry_in or 0)
-    after = webhooks.deliver(str(delivery.delivery_id))
+    after = webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert waits == [60.0, 120.0, 240.0, 480.0, 960.0, None]
-    assert after == webhooks.DeliveryOutcome(False, "already failed")
+    assert after == webhook_delivery.DeliveryOutcome(False, "already failed")
     assert len(receiver.received) == 6
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.status_code) == (Status.FAILED, 6, 500)
@@ -423,9 +423,9 @@ def test_a_client_error_is_not_tried_again(receiver: FakeUpstream, clock: Clock)
     delivery = pending_for(hook_to(receiver))
     receiver.respond(status=404)
 
-    outcome = webhooks.deliver(str(delivery.delivery_id))
+    outcome = webhook_delivery.deliver(str(delivery.delivery_id))
 
-    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: give_up", None)
+    assert outcome == webhook_delivery.DeliveryOutcome(True, "attempt 1: give_up", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.error) == (Status.FAILED, "Answered 404.")
 
@@ -438,7 +438,7 @@ def test_a_redirect_to_the_metadata_address_is_not_followed(
         status=302, headers={"Location": "http://169.254.169.254/latest/meta-data/iam/"}
     )
 
-    outcome = webhooks.deliver(str(delivery.delivery_id))
+    outcome = webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert outcome.retry_in is None
     assert [request.path for request in receiver.received] == ["/hook"]
@@ -457,7 +457,7 @@ def test_a_redirect_reaches_no_second_server(receiver: FakeUpstream, clock: Cloc
         delivery = pending_for(hook_to(receiver))
         receiver.respond(status=307, headers={"Location": elsewhere.url("/stolen")})
 
-        webhooks.deliver(str(delivery.delivery_id))
+        webhook_delivery.deliver(str(delivery.delivery_id))
 
         assert elsewhere.received == []
         assert len(receiver.received) == 1
@@ -476,7 +476,7 @@ def test_the_request_goes_to_the_resolved_address_with_the_name_in_host(
     )
     delivery = pending_for(make_webhook(url=f"http://receiver.test:{port}/hook"))
 
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
 
     (request,) = receiver.received
     assert request.headers["host"] == f"receiver.test:{port}"
@@ -492,12 +492,12 @@ def test_a_name_that_resolves_to_the_metadata_address_at_send_time_is_refused(
     # DNS rebinding: the same name answers with the metadata address when it is used.
     answers["hooks.example.com"] = [ip_address("169.254.169.254")]
     sent: list[Any] = []
-    monkeypatch.setattr(webhooks.httpx, "Client", lambda **kwargs: sent.append(kwargs))
+    monkeypatch.setattr(webhook_delivery.httpx, "Client", lambda **kwargs: sent.append(kwargs))
 
-    outcome = webhooks.deliver(str(delivery.delivery_id))
+    outcome = webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert sent == []
-    assert outcome == webhooks.DeliveryOutcome(True, "attempt 1: give_up", None)
+    assert outcome == webhook_delivery.DeliveryOutcome(True, "attempt 1: give_up", None)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.error) == (
         Status.FAILED,
@@ -590,9 +590,9 @@ def test_a_deleted_webhook_fails_its_pending_deliveries_and_keeps_their_log(
     delivery = pending_for(webhook)
 
     webhooks.delete_webhook(webhook.pk, actor="olga")
-    outcome = webhooks.deliver(str(delivery.delivery_id))
+    outcome = webhook_delivery.deliver(str(delivery.delivery_id))
 
-    assert outcome == webhooks.DeliveryOutcome(False, "the webhook was deleted")
+    assert outcome == webhook_delivery.DeliveryOutcome(False, "the webhook was deleted")
     delivery.refresh_from_db()
     assert (delivery.webhook_id, delivery.webhook_name, delivery.status, delivery.error) == (
         None,
@@ -628,7 +628,7 @@ def test_send_test_queues_a_test_delivery_and_audits_it(
 
     with django_capture_on_commit_callbacks(execute=True):
         delivery = webhooks.send_test(webhook.pk, actor="olga")
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert queued == [str(delivery.delivery_id)]
     body = json.loads(receiver.received[0].body)
@@ -684,10 +684,10 @@ def test_the_secret_and_the_url_path_reach_no_log_and_no_error(
     rotated, new_secret = webhooks.rotate_webhook_secret(webhook.pk, actor="olga")
     delivery = pending_for(rotated)
     receiver.respond(status=500)
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
     receiver.stop()  # now nothing listens: a connection error
     clock.advance(60)
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
     delivery.refresh_from_db()
 
     texts = [record.getMessage() for record in caplog.records]
@@ -702,21 +702,21 @@ def test_https_connects_to_the_checked_address_and_checks_the_certificate_for_th
     clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Any] = []
-    real_client = webhooks.httpx.Client
+    real_client = webhook_delivery.httpx.Client
 
     def recording_client(**kwargs: Any) -> Any:
         def answer(request: Any) -> Any:
             seen.append(request)
-            return webhooks.httpx.Response(204)
+            return webhook_delivery.httpx.Response(204)
 
         seen.append(kwargs)
-        return real_client(**{**kwargs, "transport": webhooks.httpx.MockTransport(answer)})
+        return real_client(**{**kwargs, "transport": webhook_delivery.httpx.MockTransport(answer)})
 
-    monkeypatch.setattr(webhooks.httpx, "Client", recording_client)
+    monkeypatch.setattr(webhook_delivery.httpx, "Client", recording_client)
     monkeypatch.setattr(webhooks, "resolve_host", lambda host, port: [ip_address("93.184.216.34")])
     delivery = pending_for(make_webhook(url="https://hooks.example.com/services/T/B/X"))
 
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
 
     options, request = seen
     assert (options["follow_redirects"], options["trust_env"]) == (False, False)
@@ -752,7 +752,7 @@ def test_plan_low_is_delivered_once_per_window_signed_with_its_forecast(
 
     (delivery,) = evaluate(django_capture_on_commit_callbacks)
     again = evaluate(django_capture_on_commit_callbacks, NOW + timedelta(minutes=5))
-    webhooks.deliver(str(delivery.delivery_id))
+    webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert again == []
     assert (delivery.kind, delivery.event_key) == ("plan_low", "low:claude-max-1#1")
@@ -824,7 +824,7 @@ def test_a_webhook_attempt_against_a_dripping_receiver_ends_at_its_deadline() ->
             NOTIFY_HTTP_TIMEOUT_SECONDS=5,
             NOTIFY_ATTEMPT_DEADLINE_SECONDS=1,
         ):
-            result = webhooks.post(f"http://127.0.0.1:{receiver.port}/hook", b"{}", {})
+            result = webhook_delivery.post(f"http://127.0.0.1:{receiver.port}/hook", b"{}", {})
     finally:
         receiver.stop()
 

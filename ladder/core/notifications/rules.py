@@ -1,208 +1,44 @@
-"""Notifications, pure: given what was last notified about each subject and what is
-observed now, the transitions to notify (one per transition, none while a state holds).
-Webhook targets, bodies, signatures and the retry backoff are in `ladder/core/webhooks.py`.
-
-No Django, no clock, no IO: the shell (`ladder/services/notifications.py`) observes, stores the
-last notified state, resolves host names and sends. All datetimes are aware UTC.
-
-Subjects and their states (the first is the baseline a never-seen subject starts in, so
-a subject first seen unhealthy is notified, one first seen healthy is not):
-
-    readings            fresh | stale
-    subscription        non_empty | empty_pending (empty, not yet for long enough) | empty
-    plan:<connection>   in_play | dropped_out
-    credential:<conn.>  ok | rejected
-    metering:<conn.>    hard_stop | can_meter (its newest billing evidence)
-    budget:<rung>       0 | 50 | 80 | 100 (the highest threshold notified), scoped to one
-                        budget window and one budget amount
-    low:<connection>    ok | low (forecast to run out before its reset), scoped to one
-                        window (its reset): once per window
-"""
+"""Notifications' rules, pure: given what was last notified about each subject and what
+is observed now, the transitions to notify (one per transition, none while a state
+holds), subject by subject."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 from ladder.core.forecast import SAME_WINDOW_TOLERANCE
-
-# --------------------------------------------------------------------------- kinds
-
-
-class Kind(StrEnum):
-    """What a notification is about; a webhook subscribes to some of these."""
-
-    PLAN_EXHAUSTED = "plan_exhausted"
-    PLAN_BACK = "plan_back"
-    BUDGET_CROSSED = "budget_crossed"
-    READINGS_STALE = "readings_stale"
-    READINGS_FRESH = "readings_fresh"
-    CREDENTIAL_REJECTED = "credential_rejected"
-    SUBSCRIPTION_EMPTY = "subscription_empty"
-    SUBSCRIPTION_BACK = "subscription_back"
-    PLAN_LOW = "plan_low"
-    STARTED_METERING = "started_metering"
-    TEST = "test"
-
-    @property
-    def headline(self) -> str:
-        """A short human title, the first line of every body."""
-        return _TITLES[self]
-
-
-_TITLES: Final = {
-    Kind.PLAN_EXHAUSTED: "Plan connection dropped out",
-    Kind.PLAN_BACK: "Plan connection is back",
-    Kind.BUDGET_CROSSED: "Paid rung budget threshold crossed",
-    Kind.READINGS_STALE: "Quota readings are stale",
-    Kind.READINGS_FRESH: "Quota readings are fresh again",
-    Kind.CREDENTIAL_REJECTED: "Credential rejected",
-    Kind.SUBSCRIPTION_EMPTY: "auto/subscription is empty",
-    Kind.SUBSCRIPTION_BACK: "auto/subscription has usable connections again",
-    Kind.PLAN_LOW: "Plan connection forecast to run out before its reset",
-    Kind.STARTED_METERING: "Plan connection can bill past its limit",
-    Kind.TEST: "Test notification",
-}
-# The kinds the rules produce (a webhook may subscribe to these; TEST is always sent).
-SUBSCRIBABLE_KINDS: Final = tuple(kind for kind in Kind if kind is not Kind.TEST)
-
-THRESHOLDS: Final = (50, 80, 100)
-
-READINGS: Final = "readings"
-SUBSCRIPTION: Final = "subscription"
-PLAN_PREFIX: Final = "plan:"
-CREDENTIAL_PREFIX: Final = "credential:"
-METERING_PREFIX: Final = "metering:"
-CAN_METER, HARD_STOP = "can_meter", "hard_stop"
-BUDGET_PREFIX: Final = "budget:"
-LOW_PREFIX: Final = "low:"
-
-FRESH, STALE = "fresh", "stale"
-NON_EMPTY, EMPTY_PENDING, EMPTY = "non_empty", "empty_pending", "empty"
-IN_PLAY, DROPPED_OUT = "in_play", "dropped_out"
-OK, REJECTED = "ok", "rejected"
-LOW = "low"
-
-# --------------------------------------------------------------------------- observations
-
-
-@dataclass(frozen=True, slots=True)
-class PlanObservation:
-    """One active plan (billing `subscription`) connection's hysteresis state."""
-
-    connection_id: str
-    is_dropped_out: bool
-    since: datetime | None
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialObservation:
-    """An active connection whose usage endpoint refused its credential."""
-
-    connection_id: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetObservation:
-    """One paid rung's spend against its budget in the current window."""
-
-    rung: str
-    spent_usd: Decimal
-    budget_usd: Decimal | None
-    budget_window: str
-    window_start: datetime
-    window_end: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class ForecastObservation:
-    """One active plan connection's forecast (ladder/core/forecast.py) with a run-out
-    instant: its sentence and basis, and the paid spend expected until its reset."""
-
-    connection_id: str
-    runs_out_at: datetime
-    reset_at: datetime | None
-    before_reset: bool | None
-    has_run_out: bool
-    paid_until_reset_usd: Decimal | None
-    paid_by_rung: Mapping[str, Decimal]
-    basis: str
-    sentence: str
-
-
-@dataclass(frozen=True, slots=True)
-class MeteringObservation:
-    """One active plan connection and whether its newest billing evidence says it can
-    bill past its limit, with that evidence."""
-
-    connection_id: str
-    can_meter: bool
-    detail: str
-    source: str
-    seen_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """Everything the rules look at, observed at `now`."""
-
-    now: datetime
-    newest_polled_reading_at: datetime | None = None
-    max_state_age_seconds: int = 180
-    subscription_is_empty: bool = False
-    # Distinct excluded connections of auto/subscription per reason, for the message.
-    subscription_reasons: Mapping[str, int] = field(default_factory=dict)
-    subscription_empty_after: timedelta = timedelta(minutes=5)
-    plans: Sequence[PlanObservation] = ()
-    rejected_credentials: Sequence[CredentialObservation] = ()
-    budgets: Sequence[BudgetObservation] = ()
-    forecasts: Sequence[ForecastObservation] = ()
-    metering: Sequence[MeteringObservation] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Notified:
-    """What was last notified about one subject. `sequence` counts the transitions
-    notified so far; (subject, sequence) names each transition, so two evaluators that
-    start from the same state name the same transition the same way."""
-
-    status: str
-    since: datetime | None = None
-    sequence: int = 0
-    scope: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One change to notify."""
-
-    kind: Kind
-    subject: str
-    sequence: int
-    at: datetime
-    summary: str
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        """The transition's stable name: the same for every webhook and every retry."""
-        return f"{self.subject}#{self.sequence}"
-
-
-@dataclass(frozen=True, slots=True)
-class Evaluation:
-    """The transitions to notify, in a fixed order, and the subjects whose stored state
-    changes (with or without a notification)."""
-
-    transitions: tuple[Transition, ...]
-    changes: Mapping[str, Notified]
-
+from ladder.core.notifications.subjects import (
+    BUDGET_PREFIX,
+    CAN_METER,
+    CREDENTIAL_PREFIX,
+    DROPPED_OUT,
+    EMPTY,
+    EMPTY_PENDING,
+    FRESH,
+    HARD_STOP,
+    IN_PLAY,
+    LOW,
+    LOW_PREFIX,
+    METERING_PREFIX,
+    NON_EMPTY,
+    OK,
+    PLAN_PREFIX,
+    READINGS,
+    REJECTED,
+    STALE,
+    SUBSCRIPTION,
+    THRESHOLDS,
+    BudgetObservation,
+    Evaluation,
+    Kind,
+    Notified,
+    Observation,
+    Transition,
+    iso,
+)
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -297,7 +133,7 @@ def _readings(run: _Run, observed: Observation) -> None:
             "worker or the broker may be down, and auto/subscription excludes every "
             "connection whose reading is stale.",
             {
-                "newest_reading_at": _iso(newest),
+                "newest_reading_at": iso(newest),
                 "newest_reading_age_seconds": age,
                 "max_state_age_seconds": limit,
             },
@@ -315,7 +151,7 @@ def _readings(run: _Run, observed: Observation) -> None:
             Kind.READINGS_FRESH,
             newest or observed.now,
             summary,
-            {"newest_reading_at": _iso(newest), "max_state_age_seconds": limit},
+            {"newest_reading_at": iso(newest), "max_state_age_seconds": limit},
         )
 
 
@@ -335,11 +171,11 @@ def _subscription(run: _Run, observed: Observation) -> None:
                 Kind.SUBSCRIPTION_EMPTY,
                 since + observed.subscription_empty_after,
                 f"auto/subscription has had no usable connection for "
-                f"{_seconds(now - since)} s (since {_iso(since)}): requests naming it get an "
+                f"{_seconds(now - since)} s (since {iso(since)}): requests naming it get an "
                 "empty pool." + (f" Excluded connections by reason: {why}." if why else ""),
                 {
                     "auto_id": "auto/subscription",
-                    "empty_since": _iso(since),
+                    "empty_since": iso(since),
                     "empty_for_seconds": _seconds(now - since),
                     "excluded_by_reason": reasons,
                 },
@@ -355,8 +191,8 @@ def _subscription(run: _Run, observed: Observation) -> None:
             Kind.SUBSCRIPTION_BACK,
             now,
             "auto/subscription has usable plan connections again"
-            + (f" (it was empty since {_iso(old.since)})." if old.since else "."),
-            {"auto_id": "auto/subscription", "empty_since": _iso(old.since)},
+            + (f" (it was empty since {iso(old.since)})." if old.since else "."),
+            {"auto_id": "auto/subscription", "empty_since": iso(old.since)},
         )
     elif old.status == EMPTY_PENDING:
         # Empty for less than the set time: nothing was notified, nothing to take back.
@@ -374,7 +210,7 @@ def _plans(run: _Run, observed: Observation) -> None:
             continue
         details = {
             "connection_id": plan.connection_id,
-            "since": _iso(plan.since),
+            "since": iso(plan.since),
             "reason": plan.reason,
         }
         if plan.is_dropped_out:
@@ -420,8 +256,8 @@ def _forecasts(run: _Run, observed: Observation) -> None:
             f"{seen.sentence} Forecast {seen.basis}.",
             {
                 "connection_id": seen.connection_id,
-                "runs_out_at": _iso(seen.runs_out_at),
-                "reset_at": _iso(reset_at),
+                "runs_out_at": iso(seen.runs_out_at),
+                "reset_at": iso(reset_at),
                 "before_reset": True,
                 "paid_until_reset_usd": float(paid) if paid is not None else None,
                 "paid_by_rung": {
@@ -445,7 +281,7 @@ def _metering(run: _Run, observed: Observation) -> None:
         if not seen.can_meter:
             run.quietly(subject, HARD_STOP)
             continue
-        when = "" if seen.seen_at is None else f" at {_iso(seen.seen_at)}"
+        when = "" if seen.seen_at is None else f" at {iso(seen.seen_at)}"
         run.notify(
             subject,
             CAN_METER,
@@ -458,7 +294,7 @@ def _metering(run: _Run, observed: Observation) -> None:
                 "connection_id": seen.connection_id,
                 "evidence": seen.detail,
                 "source": seen.source,
-                "seen_at": _iso(seen.seen_at),
+                "seen_at": iso(seen.seen_at),
             },
             since=seen.seen_at,
         )
@@ -528,8 +364,8 @@ def _budgets(run: _Run, observed: Observation) -> None:
                 "budget_usd": float(budget.budget_usd),
                 "spent_percent": float(round(percent, 2)),
                 "budget_window": budget.budget_window,
-                "window_start": _iso(budget.window_start),
-                "window_end": _iso(budget.window_end),
+                "window_start": iso(budget.window_start),
+                "window_end": iso(budget.window_end),
             },
             scope=scope,
         )
@@ -537,10 +373,6 @@ def _budgets(run: _Run, observed: Observation) -> None:
 
 def _seconds(delta: timedelta) -> int:
     return int(delta.total_seconds())
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat() if moment is not None else None
 
 
 def _decimal_text(value: Decimal) -> str:

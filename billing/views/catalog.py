@@ -1,9 +1,5 @@
-"""Dashboard views of the billing catalog and the model prices: list, create, edit and
-delete inline (each state has a real URL, so the pages work without JavaScript), with
-validation and conflict messages, audit history, and the price file upload.
-
-Access and response headers come from the dashboard kit's decorators in
-`omniroute_admin.dashboard`."""
+"""The billing catalog's page: list, create, edit and delete inline, with validation
+and conflict messages and each entry's audit history."""
 
 from __future__ import annotations
 
@@ -12,44 +8,32 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from billing import services
 from billing.classify import Catalog
-from billing.forms import CatalogEntryForm, PriceFileForm, PriceForm
-from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
+from billing.forms import CatalogEntryForm
+from billing.models import AuditEntry, BillingCatalogEntry
 from billing.names import KnownNames
-from billing.price_import import PriceFileError
+from billing.views import EDIT_IDS, NEW_IDS, error_notice
 from ladder.models import Connection
-from ladder.services import load_config
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
     done,
     int_param,
     operator_required,
     render,
-    search_param,
     viewer_required,
 )
 
 CATALOG_TEMPLATE = "billing/catalog.html"
-PRICES_TEMPLATE = "billing/prices.html"
 # Newest first; enough for every entry's recent history without an unbounded read.
 AUDIT_ROWS = 500
 HISTORY_PER_ENTRY = 10
 CONNECTIONS_SHOWN = 12
-PRICES_PER_PAGE = 100
-# The edit row and the create form share a page: distinct element ids for their fields.
-EDIT_IDS = "edit-%s"
-NEW_IDS = "new-%s"
-
-
-# --- catalog ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +230,6 @@ def catalog(request: HtmxHttpRequest) -> TemplateResponse:
     )
 
 
-def _error(message: str) -> dict[str, str]:
-    return {"level": "error", "message": message}
-
-
 @require_POST
 @operator_required
 def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
@@ -265,7 +245,7 @@ def catalog_create(request: HtmxHttpRequest) -> HttpResponseBase:
         form.add_error(None, error)
         return _catalog(request, 422, create_form=form)
     except services.Conflict as error:
-        return _catalog(request, 409, create_form=form, notice=_error(str(error)))
+        return _catalog(request, 409, create_form=form, notice=error_notice(str(error)))
     message = f"Created {entry.provider}/{entry.auth_type or '*'}."
     return done(
         request,
@@ -294,13 +274,17 @@ def catalog_update(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
         )
     except BillingCatalogEntry.DoesNotExist:
         return _catalog(
-            request, 404, notice=_error("That entry was deleted meanwhile; nothing was saved.")
+            request,
+            404,
+            notice=error_notice("That entry was deleted meanwhile; nothing was saved."),
         )
     except ValidationError as error:
         form.add_error(None, error)
         return _catalog(request, 422, editing=entry_id, edit_form=form)
     except services.Conflict as error:
-        return _catalog(request, 409, editing=entry_id, edit_form=form, notice=_error(str(error)))
+        return _catalog(
+            request, 409, editing=entry_id, edit_form=form, notice=error_notice(str(error))
+        )
     message = f"Saved {entry.provider}/{entry.auth_type or '*'} (version {entry.version})."
     return done(
         request,
@@ -319,7 +303,7 @@ def catalog_delete(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
     try:
         services.delete_catalog_entry(entry_id, actor=request.user.get_username())
     except BillingCatalogEntry.DoesNotExist:
-        return _catalog(request, 404, notice=_error("That entry was deleted already."))
+        return _catalog(request, 404, notice=error_notice("That entry was deleted already."))
     message = (
         "Entry deleted. The connections it decided now fall back to a provider-wide entry "
         "or count as metered."
@@ -330,220 +314,3 @@ def catalog_delete(request: HtmxHttpRequest, entry_id: int) -> HttpResponseBase:
         reverse("billing:catalog"),
         render_partial=lambda: _catalog(request, notice={"level": "success", "message": message}),
     )
-
-
-# --- prices -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PriceRowView:
-    price: ModelPrice
-    tier: str
-
-
-def prices_context(
-    request: HttpRequest,
-    *,
-    form: PriceForm | None = None,
-    editing: int | None = None,
-    deleting: int | None = None,
-    notice: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """One page of prices with their computed tier: settings, wildcard rows, the page
-    and the counts (matching, awaiting review), four queries whatever the catalog size.
-    Pages are keyset (`?after=` / `?before=` a row's cursor), so the last of 50,000 rows
-    costs what the first does. `?review=1` lists only the rows that need review."""
-    query = search_param(request)
-    review_only = request.GET.get("review") == "1"
-    position = {}
-    for name in ("after", "before"):
-        try:
-            position[name] = services.decode_price_cursor(request.GET.get(name))
-        except ValueError:  # a stale or hand-made link: start from the first page
-            position[name] = None
-    if position["after"] is not None:
-        position["before"] = None
-    config = load_config()
-    page = services.price_page(
-        limit=PRICES_PER_PAGE,
-        after=position["after"],
-        before=position["before"],
-        query=query or None,
-        needs_review=True if review_only else None,
-        cheap_max_input_usd_per_mtok=config.cheap_max_input_usd_per_mtok,
-    )
-    # Both counts in one scan: the rows this page's filters match, and every row
-    # awaiting review (the filter link's figure).
-    matching = Q()
-    if query:
-        matching &= Q(provider__icontains=query) | Q(model__icontains=query)
-    if review_only:
-        matching &= Q(needs_review=True)
-    counts = ModelPrice.objects.aggregate(
-        matching=Count("pk", filter=matching), review=Count("pk", filter=Q(needs_review=True))
-    )
-    rows = page.rows
-    views = [
-        PriceRowView(
-            price,
-            page.book.tier_of(
-                price.provider, price.model, config.cheap_max_input_usd_per_mtok
-            ).value,
-        )
-        for price in rows
-    ]
-    if editing is not None and form is None:
-        price: ModelPrice | None = next((row for row in rows if row.pk == editing), None)
-        if price is None:
-            price = ModelPrice.objects.filter(pk=editing).first()
-        if price is None:
-            editing = None
-        else:
-            form = PriceForm(
-                auto_id=EDIT_IDS,
-                initial={
-                    "provider": price.provider,
-                    "model": price.model,
-                    "input_usd_per_mtok": price.input_usd_per_mtok,
-                    "output_usd_per_mtok": price.output_usd_per_mtok,
-                    "tier_override": price.tier_override or "",
-                },
-            )
-    params = {"q": query} if query else {}
-    if review_only:
-        params["review"] = "1"
-    # The page's own position, so an edit or a delete comes back to the same page.
-    here = {name: request.GET[name] for name in ("after", "before") if position[name] is not None}
-    return {
-        "rows": views,
-        "count": counts["matching"],
-        "next_params": urlencode({**params, "after": page.next_cursor}) if page.next_cursor else "",
-        "previous_params": urlencode({**params, "before": page.previous_cursor})
-        if page.previous_cursor
-        else "",
-        "query": query,
-        "review_only": review_only,
-        "review_count": counts["review"],
-        "query_string": urlencode({**params, **here}),
-        "search_params": urlencode(params),
-        "editing": editing,
-        "deleting": deleting,
-        "edit_form": form if editing is not None else None,
-        "create_form": form if editing is None and form is not None else PriceForm(auto_id=NEW_IDS),
-        "file_form": PriceFileForm(),
-        "config": config,
-        "notice": notice,
-    }
-
-
-def _prices(request: HtmxHttpRequest, status: int = 200, **context: Any) -> TemplateResponse:
-    return render(
-        request,
-        PRICES_TEMPLATE,
-        prices_context(request, **context),
-        partials=("price-table", "price-import"),
-        status=status,
-    )
-
-
-@require_GET
-@viewer_required
-def prices(request: HtmxHttpRequest) -> TemplateResponse:
-    """Model prices with their computed tier; `?q=` searches, `?edit=<id>` opens a row,
-    `?delete=<id>` asks to confirm."""
-    return _prices(
-        request, editing=int_param(request, "edit"), deleting=int_param(request, "delete")
-    )
-
-
-@require_POST
-@operator_required
-def price_save(request: HtmxHttpRequest) -> HttpResponseBase:
-    """Create or update the price of (provider, model), audited."""
-    editing = int_param(request, "edit")
-    form = PriceForm(request.POST, auto_id=NEW_IDS if editing is None else EDIT_IDS)
-    if not form.is_valid():
-        return _prices(request, 422, form=form, editing=editing)
-    try:
-        price, created = services.upsert_price(
-            form.price_input(), actor=request.user.get_username()
-        )
-    except ValidationError as error:
-        form.add_error(None, error)
-        return _prices(request, 422, form=form, editing=editing)
-    message = f"{'Added' if created else 'Saved'} {price.provider}/{price.model}."
-    return done(
-        request,
-        message,
-        reverse("billing:prices") + "?" + urlencode({"q": price.model}),
-        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
-    )
-
-
-@require_POST
-@operator_required
-def price_delete(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
-    """Delete a price row (audited) after the confirmation step."""
-    try:
-        services.delete_price(price_id, actor=request.user.get_username())
-    except ModelPrice.DoesNotExist:
-        return _prices(request, 404, notice=_error("That price was deleted already."))
-    message = "Price deleted: the model is priced by its provider's * row, or assumed premium."
-    return done(
-        request,
-        message,
-        reverse("billing:prices"),
-        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
-    )
-
-
-@require_POST
-@operator_required
-def price_confirm_free(request: HtmxHttpRequest, price_id: int) -> HttpResponseBase:
-    """Confirm that a price awaiting review is free (a `free` override; audited)."""
-    try:
-        price = services.confirm_free(price_id, actor=request.user.get_username())
-    except ModelPrice.DoesNotExist:
-        return _prices(request, 404, notice=_error("That price was deleted meanwhile."))
-    message = f"Confirmed {price.provider}/{price.model} as free."
-    return done(
-        request,
-        message,
-        reverse("billing:prices") + "?" + urlencode({"review": "1"}),
-        render_partial=lambda: _prices(request, notice={"level": "success", "message": message}),
-    )
-
-
-@require_POST
-@operator_required
-def price_import(request: HtmxHttpRequest) -> HttpResponseBase:
-    """Import a price file in one transaction. Malformed rows are skipped and counted,
-    imported zeros flagged for review; a file that cannot be read changes nothing."""
-    form = PriceFileForm(request.POST, request.FILES)
-    error: str | None = None
-    counts: services.ImportCounts | None = None
-    if form.is_valid():
-        upload = form.cleaned_data["file"]
-        try:
-            counts = services.import_price_file(
-                upload.read(), form.cleaned_data["provider_map"], actor=request.user.get_username()
-            )
-        except PriceFileError as problem:
-            error = f"{upload.name}: {problem} Nothing was imported."
-    if counts is None:
-        context = prices_context(request)
-        context.update(file_form=form, import_error=error)
-        return render(
-            request, PRICES_TEMPLATE, context, partials=("price-import", "price-table"), status=422
-        )
-    message = f"Imported: {counts.summary()}."
-    if not request.htmx:
-        return done(
-            request, message, reverse("billing:prices"), render_partial=lambda: _prices(request)
-        )
-    context = prices_context(request)
-    context.update(counts=counts)
-    response = render(request, PRICES_TEMPLATE, context, partials=("price-import",))
-    # The price table listens for this and reloads itself.
-    response.headers["HX-Trigger"] = "prices-changed"
-    return response

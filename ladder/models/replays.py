@@ -1,7 +1,6 @@
 """The ledger replays an operator starts ("what a different purchase would have saved",
 docs/FORECASTS.md): a past period's recorded requests replayed as bought and with one
-change, run by a Celery worker, their state, progress and result kept here. Re-exported
-by `ladder.models` (kept apart: that module is long enough)."""
+change, run by a Celery worker, their state, progress and result kept here."""
 
 from __future__ import annotations
 
