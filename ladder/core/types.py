@@ -125,6 +125,18 @@ UNVERIFIED_QUOTA_REASONS: Final = frozenset(
 )
 
 
+# Reasons that follow from what an auto id is for, not from anything gone wrong: a
+# metered, keyless or uncurated connection is out of auto/subscription whatever its
+# state (the candidates matrix says "out by design" and spells nothing out).
+BY_DESIGN_REASONS: Final = frozenset(
+    {Reason.METERED, Reason.KEYLESS_NOT_SUBSCRIPTION, Reason.UNCURATED}
+)
+
+# Reasons that hold for a whole paid rung, the same for every pair on it (its budget):
+# said once, at the rung, never per candidate.
+RUNG_WIDE_REASONS: Final = frozenset({Reason.BUDGET_EXHAUSTED, Reason.RUNG_DISABLED})
+
+
 class BudgetWindow(StrEnum):
     """The calendar window (UTC) over which a paid rung's budget is counted."""
 

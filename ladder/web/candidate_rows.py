@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
-from ladder.core import DecidedCandidate, Decision, Exclusion, Rung
+from ladder.core import DecidedCandidate, Decision, Exclusion, Reason, Rung
+from ladder.core.types import BY_DESIGN_REASONS, RUNG_WIDE_REASONS
 from ladder.models import Candidate
 from ladder.web.presenters import why_first
 
@@ -125,6 +127,121 @@ def candidate_rows(
             )
         )
     return rows
+
+
+class CellState(StrEnum):
+    """What one cell of the candidates matrix says."""
+
+    IN = "in"
+    BY_DESIGN = "out by design"
+    OUT = "out"
+
+
+# The few words a cell out by design shows for its reason (the sentence is on the
+# candidate's page): what the connection is, not what went wrong.
+DESIGN_WORDS: dict[Reason, str] = {
+    Reason.METERED: "metered",
+    Reason.KEYLESS_NOT_SUBSCRIPTION: "keyless",
+    Reason.UNCURATED: "uncurated",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixCell:
+    """One candidate against one auto id: in, out by design, or out; only the
+    unexpected exclusions are spelled out, a closed rung is named (its cause is said
+    once, in its `RungNote`)."""
+
+    auto_id: str
+    state: CellState
+    placement: Placement | None  # None: the candidate does not list the id's category
+    unexpected: tuple[Exclusion, ...] = ()
+    closed_rungs: tuple[Rung, ...] = ()
+    design: tuple[str, ...] = ()  # the few words of its by-design reasons
+
+    @property
+    def shows_via(self) -> bool:
+        """Whether the cell names the connections it dispatches to: an allowlist's
+        passing subset, in order of preference (a pinned one is in its row already)."""
+        return self.placement is not None and not self.placement.entries[0].connection_id
+
+
+@dataclass(frozen=True, slots=True)
+class RungNote:
+    """A cause that closes a whole paid rung (its budget), said once for every pool."""
+
+    rung: Rung
+    reason: Reason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow:
+    row: CandidateRow
+    cells: tuple[MatrixCell, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateMatrix:
+    """Candidates (rows) against the published auto ids (columns), with the rung-wide
+    causes; read off the decisions' entries and exclusions only."""
+
+    auto_ids: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+    rung_notes: tuple[RungNote, ...]
+
+
+def _cell(auto_id: str, category: str | None, placement: Placement | None) -> MatrixCell:
+    if placement is None:
+        return MatrixCell(auto_id, CellState.BY_DESIGN, None, design=(f"not {category}",))
+    closed = tuple(
+        dict.fromkeys(
+            e.rung
+            for e in placement.exclusions
+            if e.reason in RUNG_WIDE_REASONS and e.rung is not None
+        )
+    )
+    unexpected = tuple(
+        e
+        for e in placement.exclusions
+        if e.reason not in BY_DESIGN_REASONS and e.reason not in RUNG_WIDE_REASONS
+    )
+    if placement.lands:
+        return MatrixCell(auto_id, CellState.IN, placement, unexpected)
+    design = tuple(
+        dict.fromkeys(
+            DESIGN_WORDS[e.reason] for e in placement.exclusions if e.reason in BY_DESIGN_REASONS
+        )
+    )
+    if unexpected or closed or not design:
+        return MatrixCell(auto_id, CellState.OUT, placement, unexpected, closed)
+    return MatrixCell(auto_id, CellState.BY_DESIGN, placement, design=design)
+
+
+def rung_notes(decisions: Sequence[Decision]) -> tuple[RungNote, ...]:
+    """Each paid rung closed as a whole, once, whichever pools say so, by rung."""
+    notes: dict[Rung, RungNote] = {}
+    for decision in decisions:
+        for exclusion in decision.excluded:
+            rung = exclusion.rung
+            if exclusion.reason in RUNG_WIDE_REASONS and rung is not None and rung not in notes:
+                notes[rung] = RungNote(rung, exclusion.reason, exclusion.detail)
+    return tuple(notes[rung] for rung in sorted(notes))
+
+
+def candidate_matrix(
+    rows: Sequence[CandidateRow], decisions: Sequence[Decision]
+) -> CandidateMatrix:
+    """The matrix of these rows over every published auto id (no queries)."""
+    columns = [(d.auto_id.auto_id, d.auto_id.category) for d in decisions]
+    matrix_rows = []
+    for row in rows:
+        by_id = {placement.auto_id: placement for placement in row.placements}
+        cells = tuple(_cell(auto_id, category, by_id.get(auto_id)) for auto_id, category in columns)
+        matrix_rows.append(MatrixRow(row, cells))
+    return CandidateMatrix(
+        tuple(auto_id for auto_id, _ in columns), tuple(matrix_rows), rung_notes(decisions)
+    )
 
 
 @dataclass(frozen=True, slots=True)

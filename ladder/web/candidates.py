@@ -19,9 +19,15 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from ladder import services
+from ladder.core import Decision
 from ladder.forms import CandidateForm
 from ladder.models import Candidate, Connection, is_connection_id
-from ladder.web.candidate_rows import CandidateRow, candidate_rows, named_connection_ids
+from ladder.web.candidate_rows import (
+    CandidateRow,
+    candidate_matrix,
+    candidate_rows,
+    named_connection_ids,
+)
 from omniroute_admin import dashboard
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
@@ -40,10 +46,13 @@ SAVED_EVENT = "candidate-saved"
 ADD_IDS = "add-%s"
 
 
-def _rows(candidates: list[Candidate], now: datetime) -> list[CandidateRow]:
-    """Rows with their placements: the published decisions (six queries) and which of
-    the named connections are registered (one query)."""
-    decisions = services.decide_published(now=now)
+def _rows(
+    candidates: list[Candidate], now: datetime, decisions: list[Decision] | None = None
+) -> list[CandidateRow]:
+    """Rows with their placements: the published decisions (six queries, unless given)
+    and which of the named connections are registered (one query)."""
+    if decisions is None:
+        decisions = services.decide_published(now=now)
     named = {c for candidate in candidates for c in named_connection_ids(candidate)}
     registered = set(
         Connection.objects.filter(connection_id__in=named).values_list("connection_id", flat=True)
@@ -63,9 +72,10 @@ def candidates_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any
         )
     page = Paginator(query, CANDIDATES_PER_PAGE).get_page(request.GET.get("page"))
     search_params = {"q": search} if search else {}
+    decisions = services.decide_published(now=now)
     return {
         "now": now,
-        "rows": _rows(list(page.object_list), now),
+        "matrix": candidate_matrix(_rows(list(page.object_list), now, decisions), decisions),
         "page": page,
         "search": search,
         "search_params": urlencode(search_params),

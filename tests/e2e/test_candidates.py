@@ -1,5 +1,6 @@
 """Candidates in real Chromium: a candidate created in the dashboard appears in the
-pools page's entries."""
+pools page's entries; the candidates matrix, with a rung closed as a whole, is clean
+under axe in light and dark, for operators and viewers, on a desktop and a phone."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import re
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
-from ladder.models import Candidate
+from ladder.models import Candidate, LadderSettings
 from tests.e2e.conftest import sign_in
-from tests.e2e.test_accessibility import _serious_violations
+from tests.e2e.test_accessibility import DESKTOP, PHONE, _page, _serious_violations
 from tests.worlds import make_user, seed_demo_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -40,7 +41,7 @@ def test_a_candidate_created_in_the_dashboard_appears_in_the_pool_entries(
     assert (added.connection_id, added.categories) == ("openai-key", ["e2e"])
     # The table reloads at once (the add tells it to), with the new row and its pools.
     row = page.locator(f"#candidate-{added.pk}")
-    expect(row).to_contain_text("auto/e2e:thrifty")
+    expect(row.locator('td[data-label="auto/e2e:thrifty"]')).to_have_text("in premium")
 
     page.goto(f"{live_server.url}/pools/?auto_id=auto/e2e:thrifty")
     entries = page.locator(".pool-entries li")
@@ -55,3 +56,43 @@ def test_a_candidate_created_in_the_dashboard_appears_in_the_pool_entries(
     expect(page.locator("#candidate-status .placement-out")).to_have_count(2)
     assert _serious_violations(page) == []
     assert [e for e in console_errors if "Content Security Policy" in e] == []
+
+
+@pytest.mark.parametrize(
+    ("role", "color_scheme", "viewport"),
+    [
+        ("operator", "light", DESKTOP),
+        ("viewer", "dark", DESKTOP),
+        ("operator", "dark", PHONE),
+        ("viewer", "light", PHONE),
+    ],
+    ids=["operator-light", "viewer-dark", "operator-dark-phone", "viewer-light-phone"],
+)
+def test_the_candidates_matrix_names_a_closed_rung_once_and_passes_axe(
+    browser: Browser,
+    live_server: LiveServer,
+    role: str,
+    color_scheme: str,
+    viewport: dict[str, int],
+) -> None:
+    seed_demo_world(timezone.now(), history=False)
+    # A cheap budget of 0 closes the cheap rung: said once, above the table.
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=0)
+    make_user("someone", role)
+    page = _page(browser, viewport, color_scheme)
+    try:
+        sign_in(page, live_server.url, "someone")
+        page.goto(f"{live_server.url}/candidates/")
+        expect(page.locator(".rung-note")).to_have_count(1)
+        expect(page.locator("#rung-cheap")).to_contain_text(
+            "cheap rung closed for every candidate on it, in every pool: rung_disabled"
+        )
+        mini = page.locator("tr", has=page.get_by_role("link", name="openai/gpt-4o-mini"))
+        expect(mini.locator('td[data-label="auto/subscription"]')).to_have_text(
+            "out by design metered"
+        )
+        expect(mini.locator('td[data-label="auto/thrifty"]')).to_have_text("out cheap rung closed")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        assert _serious_violations(page) == []
+    finally:
+        page.context.close()
