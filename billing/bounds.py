@@ -13,13 +13,11 @@ and `check_float` are plain functions the pure price-file parser uses too.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
-# C0 and C1 control characters (NUL, CR, LF...) and lone surrogates (not encodable).
-_BAD_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+from omniroute_admin.text import BAD_CHARACTER
 
 
 class OutOfRange(ValueError):
@@ -126,15 +124,9 @@ def text_problem(value: str, max_length: int) -> str | None:
         return "This field must not be empty."
     if len(value) > max_length:
         return f"At most {max_length} characters."
-    found = _BAD_CHARACTER.search(value)
+    found = BAD_CHARACTER.search(value)
     if found is None:
         return None
     if found.group() >= "\ud800":
         return "Invalid characters (a lone surrogate) are not allowed."
     return "Control characters are not allowed."
-
-
-def without_bad_characters(value: str) -> str:
-    """The text with control characters and lone surrogates removed (for a search
-    string: PostgreSQL refuses NUL in a query parameter)."""
-    return _BAD_CHARACTER.sub("", value)

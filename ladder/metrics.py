@@ -47,7 +47,7 @@ EVENTS = Counter(
 LOGIN_THROTTLE_UNAVAILABLE = Counter(
     "omniroute_login_throttle_unavailable",
     "Sign-in attempts let through unthrottled because the cache holding the failure "
-    "counts did not answer (omniroute_admin/login_throttle.py).",
+    "counts did not answer (ladder/web/login_throttle.py).",
     registry=REGISTRY,
 )
 

@@ -14,7 +14,14 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from ladder import beat, services
-from ladder.services import ledger_replays, notifications, simulations, timeline, webhook_delivery
+from ladder.services import (
+    decisions,
+    ledger_replays,
+    notifications,
+    simulations,
+    timeline,
+    webhook_delivery,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +100,7 @@ def prune_readings_task() -> None:
 def record_pool_timeline_task() -> None:
     """Decide the published pools so that changes time alone makes are recorded even
     when no gateway asks (ladder.services.timeline; a cached decision costs one query)."""
-    timeline.record_published(now=timezone.now())
+    decisions.record_published(now=timezone.now())
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30, ignore_result=True)

@@ -31,6 +31,7 @@ from django.conf import settings
 from omniroute_admin.wsgi import lanes  # loads Django: import it first
 
 # isort: split
+from ladder.api.feed import HOLD_HEADER
 from omniroute_admin import change_feed
 from omniroute_admin.change_feed import take_hold, version_body, with_body
 
@@ -217,7 +218,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes | None:
 
 
 _wsgi = BufferedWSGI(lanes, int(settings.ASGI_WSGI_THREADS))
-HOLD = change_feed.HOLD_HEADER.lower().encode("latin1")
+HOLD = HOLD_HEADER.lower().encode("latin1")
 
 
 application = _wsgi

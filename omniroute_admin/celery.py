@@ -22,17 +22,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-def broker_problem() -> str | None:
-    """None when the broker takes a connection within about a second, else the error's
-    name (never its text: a broker URL may carry a password)."""
-    try:
-        with app.connection_for_write() as broker:
-            broker.ensure_connection(max_retries=1, interval_start=0, timeout=1)
-    except Exception as error:
-        return type(error).__name__
-    return None
-
-
 @after_setup_logger.connect
 @after_setup_task_logger.connect
 def escape_celery_log_handlers(logger: logging.Logger, **kwargs: Any) -> None:

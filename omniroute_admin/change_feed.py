@@ -5,8 +5,9 @@ The endpoint itself is an ordinary ninja view (ladder.api.feed.get_changes) behi
 Django's guards: it authenticates the token (whose query also reads both counters),
 validates `after` and `wait`, and answers at once unless `after` is the current version
 and `wait` > 0. Then it answers the current version with the internal `HOLD_HEADER`
-("<version> <wait>"), and the server layer in front of Django holds that answer until
-the version moves or `wait` seconds pass, and sends it with the version it then knows:
+("<version> <wait>"; the protocol is the endpoint's, in `ladder/api/feed.py`), and the
+server layer in front of Django holds that answer until the version moves or `wait`
+seconds pass, and sends it with the version it then knows:
 
 - under ASGI (omniroute_admin.asgi) the hold is a coroutine on the event loop: a waiting
   gateway costs no thread and no database connection;
@@ -53,13 +54,12 @@ from prometheus_client import Gauge
 from billing.models import ChangeCounter
 from billing.services import change_counters
 from billing.services.counters import CHANGE_CHANNEL, TOKENS_PAYLOAD
-from ladder.core.change_version import Counters, format_version, has_moved, parse_version
+from ladder.api.feed import HOLD_HEADER, parse_hold
+from ladder.core.change_version import Counters, format_version, has_moved
 from ladder.metrics import REGISTRY
 
 logger = logging.getLogger(__name__)
 
-# Set by the view on an answer to hold, removed by the server layer: never sent.
-HOLD_HEADER = "X-Omniroute-Hold"
 POLL_SECONDS = 0.15
 RECONNECT_SECONDS = 1.0
 # A long poll Django accepted is repeated without Django for this long at most (its
@@ -72,23 +72,6 @@ FAN_OUT = 50
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 Headers = list[tuple[str, str]]
-
-
-def hold_value(counters: Counters, wait: float) -> str:
-    """The HOLD_HEADER value of an answer of `counters` to hold up to `wait` seconds."""
-    return f"{format_version(counters)} {wait:g}"
-
-
-def parse_hold(value: str) -> tuple[Counters, float] | None:
-    version, _, wait = value.partition(" ")
-    counters = parse_version(version)
-    try:
-        seconds = float(wait)
-    except ValueError:
-        return None
-    if counters is None or not 0 <= seconds <= 30:
-        return None
-    return counters, seconds
 
 
 def version_body(counters: Counters) -> bytes:

@@ -29,7 +29,7 @@ from django.utils.http import urlencode
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from billing.bounds import without_bad_characters
+from omniroute_admin.text import without_bad_characters
 
 
 class HtmxHttpRequest(HttpRequest):

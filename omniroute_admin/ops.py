@@ -20,8 +20,8 @@ from ladder import beat
 from ladder.api.models_list import models_list
 from ladder.metrics import REGISTRY
 from ladder.models import ApiToken
+from ladder.services.enqueue import broker_problem
 from ladder.tokens import authenticate
-from omniroute_admin.celery import broker_problem
 
 logger = logging.getLogger(__name__)
 

@@ -266,7 +266,7 @@ SESSION_IDLE_TIMEOUT_SECONDS: int = _typed("SESSION_IDLE_TIMEOUT_SECONDS", env.i
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 
-# Failed sign-in throttling (omniroute_admin/login_throttle.py), counted in this cache.
+# Failed sign-in throttling (ladder/web/login_throttle.py), counted in this cache.
 CACHES = {"default": _typed("CACHE_URL", env.cache_url, "locmemcache://omniroute")}
 LOGIN_FAILURE_WINDOW_SECONDS: int = _typed("LOGIN_FAILURE_WINDOW_SECONDS", env.int, 15 * 60)
 LOGIN_MAX_FAILURES_PER_USER: int = _typed("LOGIN_MAX_FAILURES_PER_USER", env.int, 5)

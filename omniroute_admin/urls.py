@@ -3,9 +3,9 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from ladder.web.login_throttle import ThrottledAdminAuthenticationForm
 from omniroute_admin import ops
 from omniroute_admin.api import api
-from omniroute_admin.login_throttle import ThrottledAdminAuthenticationForm
 
 # /admin/login/ is a sign-in page too: the same throttle and budget as /accounts/login/.
 admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -16,8 +16,9 @@ from django.test.utils import CaptureQueriesContext
 
 from billing import services as billing_services
 from billing.models import ChangeCounter
+from ladder.api.feed import HOLD_HEADER
 from omniroute_admin import change_feed
-from omniroute_admin.change_feed import HOLD_HEADER, ChangeFeedWait, ChangeHub
+from omniroute_admin.change_feed import ChangeFeedWait, ChangeHub
 from tests.ladder.factories import make_token
 from tests.test_fast_lane import Answer, CountingDjango, call, django_app  # noqa: F401
 

@@ -1,6 +1,7 @@
 """The change feed's endpoint (spec/api.md "Caching a decision in the gateway"): the
 change version, and the hold protocol by which the server layer (omniroute_admin.change_feed)
-long-polls it."""
+long-polls it: the header this view sets on an answer to hold, how it is written and how
+the server layer reads it back."""
 
 from __future__ import annotations
 
@@ -10,21 +11,40 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Schema
 
 from ladder.api import pool_answers
-from ladder.core.change_version import VERSION_REGEX, format_version, parse_version
+from ladder.core.change_version import VERSION_REGEX, Counters, format_version, parse_version
 from omniroute_admin.auth import gateway_auth
-from omniroute_admin.change_feed import HOLD_HEADER, hold_value
 from omniroute_admin.errors import GATEWAY_ERRORS, PATH_ERRORS
 
 router = Router(tags=["ladder"])
+
+# Set by the view on an answer to hold, removed by the server layer: never sent.
+HOLD_HEADER = "X-Omniroute-Hold"
+MAX_FEED_WAIT_SECONDS = 30
+
+
+def hold_value(counters: Counters, wait: float) -> str:
+    """The HOLD_HEADER value of an answer of `counters` to hold up to `wait` seconds."""
+    return f"{format_version(counters)} {wait:g}"
+
+
+def parse_hold(value: str) -> tuple[Counters, float] | None:
+    """The counters and the seconds a HOLD_HEADER value asks to hold for; None when it
+    does not parse or asks for more than the endpoint allows."""
+    version, _, wait = value.partition(" ")
+    counters = parse_version(version)
+    try:
+        seconds = float(wait)
+    except ValueError:
+        return None
+    if counters is None or not 0 <= seconds <= MAX_FEED_WAIT_SECONDS:
+        return None
+    return counters, seconds
 
 
 class ChangesOut(Schema):
     model_config = {"json_schema_extra": {"example": {"version": "12.345"}}}
 
     version: str
-
-
-MAX_FEED_WAIT_SECONDS = 30
 
 
 @router.get(

@@ -20,6 +20,7 @@ from ladder.core import AutoId, CandidateIn, Decision, LadderConfig
 from ladder.lru import ByteBoundedLRU
 from ladder.services import timeline
 from ladder.services.config import load_config
+from ladder.services.dashboard import published_auto_ids
 from ladder.services.loading import (
     load_views,
     referenced_connections,
@@ -349,3 +350,20 @@ def cached_decision(
     under `cache_key`, if this process has it cached for these change counters and it
     still holds at `now`; None otherwise. No query."""
     return _cached((auto_id, cache_key, *counters), now)
+
+
+def record_published(*, now: datetime) -> int:
+    """Decide every published auto id over the registered candidates (through this
+    process's decision cache: a miss records its transitions) so that changes time alone
+    makes (a reset passing, a reading going stale) are recorded even when no gateway
+    asks, and check each against the stored membership (one query per auto id): a
+    change some process saw and no process recorded the end of is recorded within one
+    beat period. The number of auto ids decided."""
+    if not settings.POOL_TIMELINE_RECORDING:
+        return 0
+    counters = billing_services.change_counters()
+    candidates, _, _ = _registered_for(counters[1])
+    auto_ids = published_auto_ids(candidates)
+    for auto_id in auto_ids:
+        timeline.note_decision(decide_registered(auto_id, now=now, counters=counters), verify=True)
+    return len(auto_ids)

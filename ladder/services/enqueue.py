@@ -1,24 +1,37 @@
-"""The one place the shell enqueues background work: by the task's registered name,
-through the broker. The shell never imports `ladder.tasks` (tasks call the shell, and
-the dependency points one way), so a task is named here, not imported."""
+"""The one place the shell talks to the broker: it enqueues background work by the
+task's registered name, and says whether the broker answers. The shell imports neither
+`ladder.tasks` (tasks call the shell, and the dependency points one way), so a task is
+named here, not imported, nor the project's Celery app (the project sits on top): the app
+is Celery's current one, which `omniroute_admin` sets when Django loads it."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from celery import current_app as app
 from django.conf import settings
 
 from ladder import core
 from ladder.models import Connection
 from ladder.services.common import logger
-from omniroute_admin.celery import app
 
 # The name Celery registers `ladder.tasks.refresh_connection_task` under.
 REFRESH_CONNECTION_TASK: Final = "ladder.tasks.refresh_connection_task"
 DELIVER_NOTIFICATION_TASK: Final = "ladder.tasks.deliver_notification_task"
 RUN_SIMULATION_TASK: Final = "ladder.tasks.run_simulation_task"
 RUN_LEDGER_REPLAY_TASK: Final = "ladder.tasks.run_ledger_replay_task"
+
+
+def broker_problem() -> str | None:
+    """None when the broker takes a connection within about a second, else the error's
+    name (never its text: a broker URL may carry a password)."""
+    try:
+        with app.connection_for_write() as broker:
+            broker.ensure_connection(max_retries=1, interval_start=0, timeout=1)
+    except Exception as error:
+        return type(error).__name__
+    return None
 
 
 def send_refresh(**options: Any) -> None:

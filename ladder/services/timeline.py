@@ -1,7 +1,7 @@
 """The pool timeline: record who entered or left a published pool, when and why.
 
 Recorded when a registered decision is computed (a cache miss, ladder.services.decisions)
-and by the beat (`record_published`), never per request. Each process keeps the
+and by the beat (`decisions.record_published`), never per request. Each process keeps the
 membership it last saw recorded per auto id (compared in memory, no hashing, no JSON),
 so an unchanged recomputation costs no query; a different one costs one (the stored
 membership), and a real change a compare-and-set on the stored version plus one insert
@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 
@@ -116,27 +115,6 @@ def _row(transition: Transition, version: int) -> PoolTransition:
         reason=transition.reason.value if transition.reason is not None else None,
         detail=transition.detail[:DETAIL_MAX],
     )
-
-
-def record_published(*, now: datetime) -> int:
-    """Decide every published auto id over the registered candidates (through this
-    process's decision cache: a miss records its transitions) so that changes time alone
-    makes (a reset passing, a reading going stale) are recorded even when no gateway
-    asks, and check each against the stored membership (one query per auto id): a
-    change some process saw and no process recorded the end of is recorded within one
-    beat period. The number of auto ids decided."""
-    if not settings.POOL_TIMELINE_RECORDING:
-        return 0
-    from billing import services as billing_services
-    from ladder.services.dashboard import published_auto_ids
-    from ladder.services.decisions import _registered_for, decide_registered
-
-    counters = billing_services.change_counters()
-    candidates, _, _ = _registered_for(counters[1])
-    auto_ids = published_auto_ids(candidates)
-    for auto_id in auto_ids:
-        note_decision(decide_registered(auto_id, now=now, counters=counters), verify=True)
-    return len(auto_ids)
 
 
 def prune_transitions(*, older_than: datetime) -> int:

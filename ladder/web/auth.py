@@ -9,8 +9,8 @@ from typing import Any
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponseBase
 
+from ladder.web.login_throttle import ThrottledAuthenticationForm
 from omniroute_admin.dashboard import vary_on_htmx
-from omniroute_admin.login_throttle import ThrottledAuthenticationForm
 
 
 def _with_headers(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:

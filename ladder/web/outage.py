@@ -15,8 +15,8 @@ from datetime import datetime
 from ladder import beat
 from ladder.core.decide import Decision
 from ladder.core.types import UNVERIFIED_QUOTA_REASONS
+from ladder.services.enqueue import broker_problem
 from ladder.web.presenters import duration_text
-from omniroute_admin.celery import broker_problem
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
 from billing.services import record_audit
-from ladder.services import timeline
+from ladder.services import decisions
 from tests.e2e.conftest import sign_in
 from tests.ladder.factories import make_token
 from tests.worlds import make_user, seed_demo_world
@@ -62,7 +62,7 @@ COUNT_REFRESHES = """(id) => {
 def world() -> None:
     now = timezone.now()
     seed_demo_world(now)
-    timeline.record_published(now=now)  # the pool timeline has rows to show
+    decisions.record_published(now=now)  # the pool timeline has rows to show
     # The audit page with a change of each shape: an update, a creation, a deletion.
     record_audit(
         target_type="settings",

@@ -12,7 +12,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
-from ladder.services import timeline
+from ladder.services import decisions
 from tests.e2e.conftest import sign_in
 from tests.ladder.factories import make_reading
 from tests.worlds import make_user, seed_demo_world
@@ -25,9 +25,9 @@ def test_the_timeline_renders_its_transitions_with_a_text_alternative(
 ) -> None:
     now = timezone.now().replace(microsecond=0)
     seed_demo_world(now - timedelta(minutes=1), history=False)
-    timeline.record_published(now=now - timedelta(minutes=1))
+    decisions.record_published(now=now - timedelta(minutes=1))
     make_reading("claude-max-1", remaining_percent=1.0, now=now)
-    timeline.record_published(now=now)
+    decisions.record_published(now=now)
     make_user("olga", "viewer")
     sign_in(page, live_server.url, "olga")
 

@@ -10,7 +10,7 @@ from playwright.sync_api import Browser
 from pytest_django.live_server_helper import LiveServer
 
 from ladder.models import Candidate
-from ladder.services import timeline
+from ladder.services import decisions
 from tests.e2e.conftest import sign_in
 from tests.e2e.test_accessibility import PAGES
 from tests.worlds import make_user, seed_demo_world
@@ -36,7 +36,7 @@ def test_no_page_scrolls_sideways_at_any_width(
 ) -> None:
     now = timezone.now()
     seed_demo_world(now)
-    timeline.record_published(now=now)
+    decisions.record_published(now=now)
     make_user("olga", role)
     candidate = Candidate.objects.order_by("pk").first()
     assert candidate is not None

@@ -55,26 +55,26 @@ def s(seconds: float) -> timedelta:
 def test_a_scripted_sequence_gives_exactly_these_transitions_in_order() -> None:
     _world()
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)
+    decisions.record_published(now=NOW)
     # A plain rate limit: a 5 s cooldown (base_cooldown_seconds).
     services.apply_event("plan", kind="rate_limited", now=NOW + s(30))
-    timeline.record_published(now=NOW + s(30))
+    decisions.record_published(now=NOW + s(30))
     # The cooldown ends: time alone, recorded by the beat.
-    timeline.record_published(now=NOW + s(40))
+    decisions.record_published(now=NOW + s(40))
     # Spend crosses the cheap rung's budget.
     services.record_spend(
         services.SpendInput("r1", "key", "openai", "gpt-4o-mini", Decimal("2.5")),
         now=NOW + s(60),
     )
-    timeline.record_published(now=NOW + s(60))
-    timeline.record_published(now=NOW + s(70))  # nothing changed: nothing recorded
+    decisions.record_published(now=NOW + s(60))
+    decisions.record_published(now=NOW + s(70))  # nothing changed: nothing recorded
     # The reading turns stale after max_state_age_seconds (180): time alone again.
-    timeline.record_published(now=NOW + s(181))
+    decisions.record_published(now=NOW + s(181))
     # A fresh reading at the exit cutoff, then one above the re-entry floor.
     make_reading("plan", remaining_percent=1.0, now=NOW + s(190))
-    timeline.record_published(now=NOW + s(190))
+    decisions.record_published(now=NOW + s(190))
     make_reading("plan", remaining_percent=50.0, now=NOW + s(200))
-    timeline.record_published(now=NOW + s(200))
+    decisions.record_published(now=NOW + s(200))
 
     assert _rows(SUBSCRIPTION_AUTO_ID.auto_id) == [
         (s(0), "entered", "plan", "subscription", None),
@@ -135,7 +135,7 @@ def test_a_gateways_cache_miss_records_and_an_unchanged_recompute_costs_no_query
 def test_a_change_costs_the_stored_membership_a_compare_and_set_and_one_insert() -> None:
     _world()
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)
+    decisions.record_published(now=NOW)
     make_reading("plan", remaining_percent=1.0, now=NOW + s(5))
     decision = services.decide_published(now=NOW + s(5))[0]
     assert decision.auto_id == SUBSCRIPTION_AUTO_ID
@@ -168,9 +168,9 @@ def test_a_decision_older_than_the_recorded_one_records_nothing() -> None:
 def test_transitions_are_pruned_with_the_readings_retention() -> None:
     _world()
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)
+    decisions.record_published(now=NOW)
     make_reading("plan", remaining_percent=1.0, now=NOW + s(3600))
-    timeline.record_published(now=NOW + s(3600))
+    decisions.record_published(now=NOW + s(3600))
 
     assert timeline.prune_transitions(older_than=NOW + s(1)) == 3
     assert _rows("auto/subscription") == [
@@ -189,7 +189,7 @@ def test_two_concurrent_recorders_record_a_change_once() -> None:
         make_catalog_entry("claude", "oauth")
     _world()
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)
+    decisions.record_published(now=NOW)
     make_reading("plan", remaining_percent=1.0, now=NOW + s(5))
     decision = services.decide_published(now=NOW + s(5))[0]
     barrier = threading.Barrier(2)
@@ -252,7 +252,7 @@ def test_the_beat_task_records_and_the_pruning_job_prunes() -> None:
 def test_the_beat_records_a_return_no_process_saw_recorded() -> None:
     _world()
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)  # this process knows the plan is in
+    decisions.record_published(now=NOW)  # this process knows the plan is in
     # Another process records the plan leaving (a short cooldown this one never saw).
     services.apply_event("plan", kind="rate_limited", now=NOW + s(10))
     elsewhere = services.decide_published(now=NOW + s(10))[0]
@@ -265,7 +265,7 @@ def test_the_beat_records_a_return_no_process_saw_recorded() -> None:
     services.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW + s(20), counters=counters)
     assert len(_rows("auto/subscription")) == 2  # the hot path's shortcut: no query
 
-    timeline.record_published(now=NOW + s(21))
+    decisions.record_published(now=NOW + s(21))
 
     assert _rows("auto/subscription") == [
         (s(0), "entered", "plan", "subscription", None),
@@ -282,7 +282,7 @@ def test_with_recording_switched_off_decisions_store_no_membership_and_no_transi
     make_reading("plan", remaining_percent=60.0, now=NOW)
 
     decision = decisions.decide_registered(SUBSCRIPTION_AUTO_ID, now=NOW)
-    decided_by_the_beat = timeline.record_published(now=NOW)
+    decided_by_the_beat = decisions.record_published(now=NOW)
 
     assert [c.connection_id for c in decision.candidates] == ["plan"]
     assert decided_by_the_beat == 0

@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from ladder.models import PoolMembership, PoolTransition
-from ladder.services import timeline
+from ladder.services import decisions
 from omniroute_admin import dashboard
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 from tests.ladder.web.test_queries import SESSION_OR_USER
@@ -62,9 +62,9 @@ def test_the_page_lists_the_recorded_transitions_newest_first(client: Client) ->
     make_connection("plan")
     make_candidate(connection_id="plan")
     make_reading("plan", remaining_percent=60.0, now=NOW)
-    timeline.record_published(now=NOW)
+    decisions.record_published(now=NOW)
     make_reading("plan", remaining_percent=1.0, now=NOW + timedelta(seconds=30))
-    timeline.record_published(now=NOW + timedelta(seconds=30))
+    decisions.record_published(now=NOW + timedelta(seconds=30))
     signed_in(client, "olga", "viewer")
 
     response = client.get(URL)
