@@ -158,6 +158,9 @@ class MatrixCell:
     unexpected: tuple[Exclusion, ...] = ()
     closed_rungs: tuple[Rung, ...] = ()
     design: tuple[str, ...] = ()  # the few words of its by-design reasons
+    # A category pool's cell that would spell out just what its flat pool's cell does:
+    # the flat auto id, said instead ("out as in auto/subscription").
+    same_as: str | None = None
 
     @property
     def shows_via(self) -> bool:
@@ -218,6 +221,24 @@ def _cell(auto_id: str, category: str | None, placement: Placement | None) -> Ma
     return MatrixCell(auto_id, CellState.BY_DESIGN, placement, design=design)
 
 
+def _as_in_flat(cell: MatrixCell, flat: MatrixCell | None) -> MatrixCell:
+    """A category cell that spells out what its flat pool's cell does, said by
+    reference: the same sentences are not repeated across a row."""
+    if (
+        flat is None
+        or not cell.unexpected
+        or (cell.state, cell.unexpected, cell.closed_rungs)
+        != (flat.state, flat.unexpected, flat.closed_rungs)
+        or (
+            cell.placement is not None
+            and flat.placement is not None
+            and cell.placement.rungs != flat.placement.rungs
+        )
+    ):
+        return cell
+    return MatrixCell(cell.auto_id, cell.state, cell.placement, same_as=flat.auto_id)
+
+
 def rung_notes(decisions: Sequence[Decision]) -> tuple[RungNote, ...]:
     """Each paid rung closed as a whole, once, whichever pools say so, by rung."""
     notes: dict[Rung, RungNote] = {}
@@ -233,14 +254,22 @@ def candidate_matrix(
     rows: Sequence[CandidateRow], decisions: Sequence[Decision]
 ) -> CandidateMatrix:
     """The matrix of these rows over every published auto id (no queries)."""
-    columns = [(d.auto_id.auto_id, d.auto_id.category) for d in decisions]
+    columns = [(d.auto_id.auto_id, d.auto_id.category, d.auto_id.grouping) for d in decisions]
     matrix_rows = []
     for row in rows:
         by_id = {placement.auto_id: placement for placement in row.placements}
-        cells = tuple(_cell(auto_id, category, by_id.get(auto_id)) for auto_id, category in columns)
-        matrix_rows.append(MatrixRow(row, cells))
+        flat: dict[str, MatrixCell] = {}
+        cells = []
+        for auto_id, category, grouping in columns:
+            cell = _cell(auto_id, category, by_id.get(auto_id))
+            if category is None:
+                flat[grouping] = cell
+            else:
+                cell = _as_in_flat(cell, flat.get(grouping))
+            cells.append(cell)
+        matrix_rows.append(MatrixRow(row, tuple(cells)))
     return CandidateMatrix(
-        tuple(auto_id for auto_id, _ in columns), tuple(matrix_rows), rung_notes(decisions)
+        tuple(auto_id for auto_id, _, _ in columns), tuple(matrix_rows), rung_notes(decisions)
     )
 
 

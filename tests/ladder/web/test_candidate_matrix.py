@@ -31,8 +31,8 @@ def _pinned_now(monkeypatch: pytest.MonkeyPatch) -> None:
 def world() -> dict[str, Candidate]:
     """Two Claude plan logins (60 % left, and 1 %: at the exit cutoff of 2 %), a metered
     OpenAI key whose cheap rung has spent 2.50 USD of a 2 USD month budget, and four
-    candidates: one allowlisting both plans (category coding), one pinned to the spent
-    plan, a cheap and a premium model on the key (the premium one in coding)."""
+    candidates: one allowlisting both plans and one pinned to the spent plan (both in
+    category coding), a cheap and a premium model on the key (the premium one in coding)."""
     LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("2"), budget_window="month")
     make_catalog_entry("openai", "apikey", "metered", "meters-to-paid", "API keys bill per token.")
     for model, price_in, price_out in (("gpt-4o-mini", "0.15", "0.6"), ("gpt-4o", "2.5", "10")):
@@ -52,7 +52,9 @@ def world() -> dict[str, Candidate]:
     )
     return {
         "both": make_candidate(allowed_connection_ids=("plan-a", "plan-b"), categories=("coding",)),
-        "spent": make_candidate(model="claude-opus-4", connection_id="plan-b", priority=1),
+        "spent": make_candidate(
+            model="claude-opus-4", connection_id="plan-b", categories=("coding",), priority=1
+        ),
         "cheap": make_candidate("openai", "gpt-4o-mini", connection_id="key", priority=2),
         "premium": make_candidate(
             "openai", "gpt-4o", connection_id="key", categories=("coding",), priority=3
@@ -89,13 +91,19 @@ def test_each_cell_says_in_out_by_design_or_out_with_only_the_unexpected_spelled
         f"openai/gpt-4o-mini #{world['cheap'].pk}",
         f"openai/gpt-4o #{world['premium'].pk}",
     ]
-    # In through the plan left, the spent one spelled out: it is not serving.
-    assert _cells(page, world["both"]) == [f"in subscription via plan-a {EXHAUSTED}"] * 4
+    # In through the plan left, the spent one spelled out: it is not serving. The coding
+    # pools say the same by reference, not again.
+    assert _cells(page, world["both"]) == [
+        f"in subscription via plan-a {EXHAUSTED}",
+        f"in subscription via plan-a {EXHAUSTED}",
+        "in subscription as in auto/subscription",
+        "in subscription as in auto/thrifty",
+    ]
     assert _cells(page, world["spent"]) == [
         f"out {EXHAUSTED}",
         f"out {EXHAUSTED}",
-        "out by design not coding",
-        "out by design not coding",
+        "out as in auto/subscription",
+        "out as in auto/thrifty",
     ]
     # A metered key is out of auto/subscription by design; the closed cheap rung is named,
     # its cause said once above the table.
