@@ -70,3 +70,50 @@ def hysteresis_why(
     return (
         f"{rounded}; {needs}" if dropped and is_current and "re-entry" not in rounded else rounded
     )
+
+
+# A stored sentence says what held when it was written, in the present tense and, for a
+# cooldown, how far off its end was then ("(85 s from now)"): true then, false on any
+# later reading. `past_tense` says it again as history: the distance dropped (the
+# absolute instant stays), the verbs moved to the past.
+_RELATIVE: Final = re.compile(r" \(\d+ s from now\)")
+_ENTERED: Final = re.compile(r"^In the pool on the (\w+) rung$")
+_PAST: Final[tuple[tuple[str, str], ...]] = (
+    ("Cooling down until", "Was cooling down until"),
+    (": cooling down until", ": was cooling down until"),
+    (" is marked inactive", " was marked inactive"),
+    ("Overage is ", "Overage was "),
+    ("Live evidence says it can bill", "Live evidence said it could bill"),
+    ("; the catalog says ", "; the catalog said "),
+    ("The no-auth path is keyless", "The no-auth path was keyless"),
+    ("Billing is metered", "Billing was metered"),
+    ("No catalog entry covers ", "No catalog entry covered "),
+    ("uncurated is treated as metered", "uncurated was treated as metered"),
+    ("Upstream reports EXHAUSTED", "Upstream reported EXHAUSTED"),
+    ("re-entry needs more than", "re-entry needed more than"),
+    ("its quota is unknown", "its quota was unknown"),
+    (
+        " has passed: the window it describes is over and a refresh is due",
+        " had passed: the window it described was over and a refresh was due",
+    ),
+    ("The reading is ", "The reading was "),
+    (
+        "The reading does not say how much quota is left",
+        "The reading did not say how much quota was left",
+    ),
+    ("The reading's status is UNKNOWN", "The reading's status was UNKNOWN"),
+    ("budget is 0 USD: the rung is disabled", "budget was 0 USD: the rung was disabled"),
+)
+
+
+def past_tense(detail: str) -> str:
+    """A stored "why" sentence as history: no distance from the moment it was written
+    ("85 s from now"), its verbs in the past ("Was cooling down until 2026-11-29
+    12:01:25 UTC"); a sentence it does not know keeps its words, distances dropped."""
+    text = _RELATIVE.sub("", detail)
+    entered = _ENTERED.fullmatch(text)
+    if entered:
+        return f"Entered on the {entered.group(1)} rung"
+    for present, past in _PAST:
+        text = text.replace(present, past)
+    return text

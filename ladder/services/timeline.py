@@ -22,8 +22,11 @@ from django.db.models import F, Q
 from billing.keyset import decode_position, encode_position
 from ladder.core import AutoId, Decision, Rung
 from ladder.core.timeline import (
+    Change,
+    Lanes,
     Member,
     Transition,
+    lanes,
     membership,
     membership_from_rows,
     membership_rows,
@@ -177,3 +180,29 @@ def has_history(auto_id: AutoId) -> bool:
 def recorded_auto_ids() -> Sequence[str]:
     """Every auto id the timeline recorded a membership of (one query)."""
     return list(PoolMembership.objects.order_by("auto_id").values_list("auto_id", flat=True))
+
+
+# The most transitions the lanes of one range are drawn from: past it the page says to
+# pick a shorter range rather than draw lanes it cannot vouch for.
+LANES_MAX_TRANSITIONS = 5000
+
+
+def pool_lanes(
+    auto_id: str, start: datetime, end: datetime, *, limit: int = LANES_MAX_TRANSITIONS
+) -> Lanes | None:
+    """A lane per connection of the pool over [start, end) and its empty spans (two
+    queries: its transitions from `start` on, and its stored membership); None when more
+    than `limit` transitions follow `start`."""
+    rows = list(
+        PoolTransition.objects.filter(auto_id=auto_id, at__gte=start)
+        .order_by("at", "id")
+        .values_list("at", "change", "provider", "model", "connection_id")[: limit + 1]
+    )
+    if len(rows) > limit:
+        return None
+    stored = (
+        PoolMembership.objects.filter(auto_id=auto_id).values_list("members", flat=True).first()
+    )
+    current = membership_from_rows(stored or [])
+    changes = [(at, Change(change), (p, m, c)) for at, change, p, m, c in rows]
+    return lanes(changes, current, start, end)

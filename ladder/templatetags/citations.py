@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from ladder.core.why import past_tense
 from ladder.web.presenters import duration_text
 
 register = template.Library()
@@ -57,3 +58,10 @@ def why_text(text: object, now: datetime | None = None, autoescape: bool = True)
         return f"{match.group(0)} ({when})"
 
     return mark_safe(_INSTANT.sub(relative, cited))
+
+
+@register.filter(needs_autoescape=True)
+def past_why(text: object, autoescape: bool = True) -> SafeString:
+    """A stored reason sentence as history (`ladder.core.why.past_tense`: no "85 s from
+    now" long after, verbs in the past), catalog entries linked."""
+    return cite_entries(past_tense(str(text)), autoescape)

@@ -1,6 +1,8 @@
-"""The pool timeline page in real Chromium: with recorded transitions it lists them,
-its strip chart is an image named by a title and description that point to the table,
-the since filter swaps the table in place, and axe finds nothing serious."""
+"""The pool timeline page in real Chromium: with recorded transitions it lists them in
+the past tense, its lanes are an image named by a title and a description that says
+each connection's time in the pool and points to the table, the range picker and the
+since filter swap the table in place and go in the URL, and axe finds nothing serious
+in light and dark, as viewer and operator."""
 
 from __future__ import annotations
 
@@ -20,25 +22,29 @@ from tests.worlds import make_user, seed_demo_world
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.mark.parametrize(("role", "color_scheme"), [("viewer", "light"), ("operator", "dark")])
 def test_the_timeline_renders_its_transitions_with_a_text_alternative(
-    page: Page, live_server: LiveServer, console_errors: list[str]
+    page: Page, live_server: LiveServer, console_errors: list[str], role: str, color_scheme: str
 ) -> None:
+    page.emulate_media(color_scheme=color_scheme)  # type: ignore[arg-type]
     now = timezone.now().replace(microsecond=0)
     seed_demo_world(now - timedelta(minutes=1), history=False)
     decisions.record_published(now=now - timedelta(minutes=1))
     make_reading("claude-max-1", remaining_percent=1.0, now=now)
     decisions.record_published(now=now)
-    make_user("olga", "viewer")
+    make_user("olga", role)
     sign_in(page, live_server.url, "olga")
 
     page.goto(f"{live_server.url}/pools/?auto_id=auto/subscription")
     page.get_by_role("link", name="Timeline: who entered or left, when and why").click()
 
     expect(page.get_by_role("heading", level=1)).to_have_text("Timeline of auto/subscription")
-    chart = page.get_by_role("img", name="Transitions of auto/subscription from")
+    chart = page.get_by_role("img", name="Connections of auto/subscription in the pool from")
     expect(chart).to_have_count(1)
+    expect(chart.locator(".lane-label")).to_have_text(["claude-max-1"])
     described = chart.get_attribute("aria-labelledby") or ""
     assert "timeline-chart-desc" in described
+    expect(page.locator("#timeline-chart-desc")).to_contain_text("claude-max-1: in the pool 1 min")
     expect(page.locator("#timeline-chart-desc")).to_contain_text(
         "listed in the table below the chart"
     )
@@ -49,6 +55,12 @@ def test_the_timeline_renders_its_transitions_with_a_text_alternative(
     expect(newest).to_contain_text("quota_exhausted")
     rows = table.locator("tbody tr").count()
     assert rows >= 2
+
+    # The range picker: the last hour, in the URL, the same transitions.
+    page.get_by_role("navigation", name="Time range").get_by_role("link", name="last hour").click()
+    expect(page.get_by_role("link", name="last hour")).to_have_attribute("aria-current", "true")
+    assert "range=1h" in page.url
+    expect(table.locator("tbody tr")).to_have_count(rows)
 
     # The since filter keeps only the latest instant's transitions, swapped in place.
     page.get_by_label("Since (UTC)").fill(now.strftime("%Y-%m-%dT%H:%M:%S"))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from ladder.core import AutoId, Decision, Grouping, Reason, Rung
 from ladder.core.timeline import (
     NO_LONGER_LISTED,
     Change,
+    Lane,
     Transition,
+    lanes,
     membership,
     membership_from_rows,
     membership_rows,
@@ -118,3 +120,60 @@ def test_a_rung_change_leaves_and_enters_and_no_change_is_no_transition() -> Non
     ]
     assert transitions("auto/thrifty", before, before, (), AT) == []
     assert transitions("auto/thrifty", {}, {}, (), AT) == []
+
+
+# --- lanes ---------------------------------------------------------------------------
+
+
+def _at(minutes: float) -> datetime:
+    return AT + timedelta(minutes=minutes)
+
+
+A_SONNET = ("claude", "sonnet", "plan-a")
+A_OPUS = ("claude", "opus", "plan-a")
+B_SONNET = ("claude", "sonnet", "plan-b")
+
+
+def test_lanes_follow_each_connection_and_shade_the_pool_empty_between_them() -> None:
+    # Over [0, 60) min: plan-a in from the start (its first change is a departure) and
+    # out at 10; plan-b in at 25 and out after the range (at 70): in to the end; the
+    # pool empty from 10 to 25.
+    changes = [
+        (_at(10), Change.LEFT, A_SONNET),
+        (_at(25), Change.ENTERED, B_SONNET),
+        (_at(70), Change.LEFT, B_SONNET),
+    ]
+
+    found = lanes(changes, [], _at(0), _at(60))
+
+    assert found.lanes == (
+        Lane("plan-a", ((_at(0), _at(10)),)),
+        Lane("plan-b", ((_at(25), _at(60)),)),
+    )
+    assert found.empty == ((_at(10), _at(25)),)
+    assert (found.lanes[0].seconds_in, found.seconds_empty) == (600.0, 900.0)
+
+
+def test_a_pair_unchanged_since_the_start_is_in_exactly_when_it_is_in_now() -> None:
+    found = lanes([], [A_SONNET], _at(0), _at(60))
+    nothing = lanes([], [], _at(0), _at(60))
+
+    assert found.lanes == (Lane("plan-a", ((_at(0), _at(60)),)),)
+    assert found.empty == ()
+    assert (nothing.lanes, nothing.empty) == ((), ((_at(0), _at(60)),))
+
+
+def test_a_rung_move_or_a_second_pair_keeps_the_lane_unbroken() -> None:
+    # At 20 the sonnet pair moves rung (leaves and enters at once); from 30 to 40 plan-a
+    # still serves opus while sonnet is out.
+    changes = [
+        (_at(20), Change.LEFT, A_SONNET),
+        (_at(20), Change.ENTERED, A_SONNET),
+        (_at(30), Change.LEFT, A_SONNET),
+        (_at(40), Change.ENTERED, A_SONNET),
+    ]
+
+    found = lanes(changes, [A_SONNET, A_OPUS], _at(0), _at(60))
+
+    assert found.lanes == (Lane("plan-a", ((_at(0), _at(60)),)),)
+    assert found.empty == ()

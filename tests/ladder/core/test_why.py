@@ -4,15 +4,17 @@ presented again under the current settings (ladder/core/why.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 
-from ladder.core import HysteresisState, LadderConfig, QuotaStatus, Reading
+from ladder.core import Grouping, HysteresisState, LadderConfig, QuotaStatus, Reading
+from ladder.core.decide import connection_cause
 from ladder.core.prose import money_text, percent_text
 from ladder.core.quota import hysteresis_after
-from ladder.core.why import hysteresis_why
-from tests.ladder.core.factories import CONFIG, DROPPED, NOW
+from ladder.core.why import hysteresis_why, past_tense
+from tests.ladder.core.factories import CONFIG, DROPPED, NOW, view
 
 IN_PLAY = HysteresisState.IN_PLAY
 DROPPED_OUT = HysteresisState.DROPPED_OUT
@@ -127,3 +129,61 @@ def test_a_stored_sentence_under_unchanged_settings_reads_as_stored() -> None:
     assert hysteresis_why(DROPPED_OUT, stored, CONFIG, is_current=True) == (
         f"{stored}; re-entry needs more than 5 %"
     )
+
+
+# --- stored sentences as history ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stored", "past"),
+    [
+        (
+            "Cooling down until 2026-11-29 12:01:25 UTC (85 s from now)",
+            "Was cooling down until 2026-11-29 12:01:25 UTC",
+        ),
+        (
+            "Model scope opus: cooling down until 2026-11-29 12:01:25 UTC (85 s from now)",
+            "Model scope opus: was cooling down until 2026-11-29 12:01:25 UTC",
+        ),
+        ("In the pool on the free rung", "Entered on the free rung"),
+        ("Connection groq-key is marked inactive", "Connection groq-key was marked inactive"),
+        (
+            "Upstream reports EXHAUSTED with 0 % left, until its reset at 2026-11-29 17:00:00 UTC",
+            "Upstream reported EXHAUSTED with 0 % left, until its reset at 2026-11-29 17:00:00 UTC",
+        ),
+        (
+            "3.0 % left, re-entry needs more than 5 %",
+            "3.0 % left, re-entry needed more than 5 %",
+        ),
+        (
+            "The reading is 200 s old, older than the 180 s maximum",
+            "The reading was 200 s old, older than the 180 s maximum",
+        ),
+        (
+            "The reading's reset at 2026-11-29 17:00:00 UTC has passed: the window it describes "
+            "is over and a refresh is due",
+            "The reading's reset at 2026-11-29 17:00:00 UTC had passed: the window it described "
+            "was over and a refresh was due",
+        ),
+        (
+            "The cheap rung's budget is 0 USD: the rung is disabled",
+            "The cheap rung's budget was 0 USD: the rung was disabled",
+        ),
+        (
+            "No catalog entry covers acme with no auth type: uncurated is treated as metered",
+            "No catalog entry covered acme with no auth type: uncurated was treated as metered",
+        ),
+        ("Moved to the cheap rung", "Moved to the cheap rung"),
+        ("Something new (12 s from now)", "Something new"),
+    ],
+)
+def test_a_stored_sentence_reads_as_history(stored: str, past: str) -> None:
+    assert past_tense(stored) == past
+
+
+def test_the_cooldown_sentence_the_core_writes_reads_as_history() -> None:
+    cooling = view("plan", cooldown_until=NOW + timedelta(seconds=85))
+    cause = connection_cause(cooling, Grouping.SUBSCRIPTION, NOW)
+
+    assert cause is not None
+    assert past_tense(cause.detail) == "Was cooling down until 2026-11-29 12:01:25 UTC"
