@@ -10,6 +10,7 @@ from pydantic import ConfigDict
 from billing import services
 from billing.models import ProviderAlias
 from billing.schemas import Detail, ProviderStr, WriteSchema
+from ladder.services import aliases as ladder_aliases
 from omniroute_admin.auth import actor_of, gateway_auth, operator_auth
 from omniroute_admin.errors import BODY_ERRORS, GATEWAY_ERRORS, OPERATOR_ERRORS
 
@@ -52,7 +53,7 @@ def put_alias(request: HttpRequest, alias: str, payload: AliasIn) -> object:
     itself a provider with catalog entries; 422 when the provider is itself an alias or
     the alias is the provider of other aliases (no chains). Audited; warm processes
     reclassify at once (the config counter moves)."""
-    row, _ = services.put_alias(
+    row, _ = ladder_aliases.put_alias(
         services.AliasInput(alias=alias, provider=payload.provider), actor=actor_of(request)
     )
     return row
@@ -66,5 +67,5 @@ def put_alias(request: HttpRequest, alias: str, payload: AliasIn) -> object:
 )
 def delete_alias(request: HttpRequest, alias: str) -> object:
     """Delete an alias (audited): the name is its own provider id again."""
-    services.delete_alias(alias, actor=actor_of(request))
+    ladder_aliases.delete_alias(alias, actor=actor_of(request))
     return Status(204, None)

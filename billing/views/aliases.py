@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from billing import services
 from billing.models import PROVIDER_MAX_LENGTH, AuditEntry, ProviderAlias
+from ladder.services import aliases as ladder_aliases
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
     done,
@@ -66,7 +67,7 @@ def alias_save(request: HtmxHttpRequest) -> HttpResponseBase:
         return _page(request, 422, form=form)
     data = services.AliasInput(form.cleaned_data["alias"], form.cleaned_data["provider"])
     try:
-        row, _ = services.put_alias(data, actor=request.user.get_username())
+        row, _ = ladder_aliases.put_alias(data, actor=request.user.get_username())
     except ValidationError as error:
         form.add_error(None, error)
         return _page(request, 422, form=form)
@@ -86,7 +87,7 @@ def alias_save(request: HtmxHttpRequest) -> HttpResponseBase:
 def alias_delete(request: HtmxHttpRequest, alias: str) -> HttpResponseBase:
     """Delete an alias (audited): the name is its own provider id again."""
     try:
-        services.delete_alias(alias, actor=request.user.get_username())
+        ladder_aliases.delete_alias(alias, actor=request.user.get_username())
     except services.AliasNotFound:
         return _page(
             request, 404, notice={"level": "error", "message": "That alias was deleted already."}

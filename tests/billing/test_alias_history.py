@@ -17,6 +17,7 @@ from billing.models import AuditEntry, ChangeCounter
 from ladder import services as ladder_services
 from ladder.core import SUBSCRIPTION_AUTO_ID, Reason
 from ladder.models import ApiToken, Candidate, Connection
+from ladder.services import aliases as ladder_aliases
 from tests.ladder.factories import (
     NOW,
     api,
@@ -53,12 +54,12 @@ def _standing(connection_id: str) -> tuple[str, str | None]:
 
 
 def test_deleting_an_alias_undoes_it_as_a_registration_after_the_delete_would() -> None:
-    services.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
     _register("kimi-1")
     assert _standing("kimi-1") == ("claude", None)  # served as a Claude plan
     state = _state()
 
-    services.delete_alias("kimi-rt3", actor="ana")
+    ladder_aliases.delete_alias("kimi-rt3", actor="ana")
     _register("kimi-2")  # the same registration, made after the delete
 
     assert _standing("kimi-1") == ("kimi-rt3", Reason.UNCURATED.value) == _standing("kimi-2")
@@ -73,11 +74,11 @@ def test_deleting_an_alias_undoes_it_as_a_registration_after_the_delete_would() 
 
 
 def test_repointing_an_alias_moves_its_registrations_and_nothing_else() -> None:
-    services.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
     _register("kimi-1")
     make_connection("plan", provider="claude", auth_type="oauth")
 
-    services.put_alias(services.AliasInput("kimi-rt3", "codex"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "codex"), actor="ops")
 
     stored = dict(Connection.objects.values_list("connection_id", "provider"))
     assert stored == {"kimi-1": "codex", "plan": "claude"}
@@ -88,7 +89,7 @@ def test_an_alias_made_after_a_registration_applies_to_it() -> None:
     assert _standing("kimi-1") == ("kimi-rt3", Reason.UNCURATED.value)
     audits = AuditEntry.objects.count()
 
-    services.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
 
     assert _standing("kimi-1") == ("claude", None)
     # The alias, the connection and the candidate.
@@ -99,8 +100,8 @@ def test_an_alias_write_that_moves_no_registration_leaves_state_alone() -> None:
     make_connection("plan", provider="claude", auth_type="oauth")
     state = _state()
 
-    services.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
-    services.delete_alias("kimi-rt3", actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
+    ladder_aliases.delete_alias("kimi-rt3", actor="ops")
 
     assert _state() == state
 
@@ -108,7 +109,7 @@ def test_an_alias_write_that_moves_no_registration_leaves_state_alone() -> None:
 def test_the_api_and_the_connection_page_show_the_registered_name_and_its_resolution(
     client: Client,
 ) -> None:
-    services.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("kimi-rt3", "claude"), actor="ops")
     _register("kimi-1")
     gateway = make_token("gw", ApiToken.Scope.GATEWAY)
 

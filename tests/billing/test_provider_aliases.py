@@ -21,6 +21,7 @@ from billing.models import AuditEntry, ChangeCounter, ModelPrice, ProviderAlias
 from ladder import services as ladder_services
 from ladder.core import parse_auto_id
 from ladder.models import ApiToken, Candidate, Connection, SpendEntry
+from ladder.services import aliases as ladder_aliases
 from tests.ladder.factories import api, make_connection, make_token
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +57,9 @@ def test_normalise_trims_lowercases_and_maps_one_level() -> None:
 
 def test_put_alias_audits_and_moves_the_config_counter() -> None:
     before = config_version()
-    row, created = services.put_alias(services.AliasInput(" Mistral_AI ", "Mistral"), actor="ops")
+    row, created = ladder_aliases.put_alias(
+        services.AliasInput(" Mistral_AI ", "Mistral"), actor="ops"
+    )
     assert (row.alias, row.provider, created) == ("mistral_ai", "mistral", True)
     assert config_version() == before + 1
     audit = AuditEntry.objects.filter(target_type="provider_alias", target_id="mistral_ai").get()
@@ -66,8 +69,8 @@ def test_put_alias_audits_and_moves_the_config_counter() -> None:
         None,
         {"alias": "mistral_ai", "provider": "mistral"},
     )
-    services.put_alias(services.AliasInput("mistral_ai", "mistral2"), actor="ops")
-    services.delete_alias("MISTRAL_AI", actor="ops2")
+    ladder_aliases.put_alias(services.AliasInput("mistral_ai", "mistral2"), actor="ops")
+    ladder_aliases.delete_alias("MISTRAL_AI", actor="ops2")
     assert list(
         AuditEntry.objects.filter(target_type="provider_alias", target_id="mistral_ai")
         .order_by("id")
@@ -88,13 +91,13 @@ def test_put_alias_audits_and_moves_the_config_counter() -> None:
 def test_the_same_alias_again_records_nothing() -> None:
     before = config_version()
     audits = AuditEntry.objects.count()
-    services.put_alias(services.AliasInput("anthropic", "claude"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("anthropic", "claude"), actor="ops")
     assert (config_version(), AuditEntry.objects.count()) == (before, audits)
 
 
 def test_an_alias_that_is_a_provider_with_catalog_entries_is_a_conflict() -> None:
     with pytest.raises(services.Conflict, match="'claude' is a provider with catalog entries"):
-        services.put_alias(services.AliasInput("Claude", "anthropic-api"), actor="ops")
+        ladder_aliases.put_alias(services.AliasInput("Claude", "anthropic-api"), actor="ops")
     assert not ProviderAlias.objects.filter(alias="claude").exists()
 
 
@@ -110,9 +113,9 @@ def test_an_alias_that_is_a_provider_with_catalog_entries_is_a_conflict() -> Non
     ],
 )
 def test_bad_aliases_are_refused(alias: str, provider: str, field: str, message: Any) -> None:
-    services.put_alias(services.AliasInput("mistral_ai", "mistral"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("mistral_ai", "mistral"), actor="ops")
     with pytest.raises(ValidationError) as refused:
-        services.put_alias(services.AliasInput(alias, provider), actor="ops")
+        ladder_aliases.put_alias(services.AliasInput(alias, provider), actor="ops")
     errors = refused.value.message_dict
     assert field in errors
     if message is not None:
@@ -303,7 +306,7 @@ def test_import_maps_litellm_providers_through_the_aliases_and_map_is_a_fallback
 def test_an_alias_write_reaches_warm_processes_through_the_config_counter() -> None:
     snapshot = ladder_services.current_snapshot(config_version())
     assert snapshot.catalog.provider_id("gemini") == "gemini"
-    services.put_alias(services.AliasInput("gemini", "antigravity"), actor="ops")
+    ladder_aliases.put_alias(services.AliasInput("gemini", "antigravity"), actor="ops")
     assert config_version() != snapshot.config_version
     fresh = ladder_services.current_snapshot(config_version())
     assert fresh.catalog.provider_id("Gemini") == "antigravity"
