@@ -30,45 +30,48 @@
   }
 
   // Live regions ([data-announce]) are not aria-live themselves: a screen reader would
-  // read the whole region on every poll, or nothing. After a poll, the text of each item
-  // ([data-announce-item], times and [data-volatile] parts left out) is compared with the
-  // one before, and only a real change is said, once, in #live-announcer.
-  var MAX_NAMES = 5;
+  // read the whole region on every poll, or nothing. Their text moves on every poll
+  // (ages, countdowns, counters), so nothing is said from it: each subject with a state
+  // an operator acts on declares it ([data-live-key], [data-live-state]) with the
+  // sentence for arriving there ([data-live-say]; ladder/templatetags/live.py). After a
+  // poll, the subjects whose state changed say their sentences, once, together, in
+  // #live-announcer; a subject that appears or goes (a search, a new row) says nothing.
+  var MAX_SAID = 3;
 
   function normalized(element) {
     return element.textContent.replace(/\s+/g, " ").trim();
   }
 
   function snapshot(region) {
-    var clone = region.cloneNode(true);
-    clone.querySelectorAll("time, [data-volatile]").forEach(function (part) {
-      part.remove();
+    var states = Object.create(null);
+    region.querySelectorAll("[data-live-key]").forEach(function (part) {
+      states[part.getAttribute("data-live-key")] = {
+        state: part.getAttribute("data-live-state"),
+        say: part.getAttribute("data-live-say") || "",
+        isCause: part.hasAttribute("data-live-cause"),
+      };
     });
-    var items = Object.create(null);
-    clone.querySelectorAll("[data-announce-item]").forEach(function (item) {
-      var name = item.getAttribute("data-announce-item");
-      items[name] = (name in items ? items[name] + " | " : "") + normalized(item);
-      item.remove();
-    });
-    return { items: items, rest: normalized(clone) };
+    return states;
   }
 
-  function changes(before, after) {
-    var names = [];
-    Object.keys(after.items).forEach(function (name) {
-      if (before.items[name] !== after.items[name]) names.push(name);
+  // A connection's own change ([data-live-cause]) is said before what follows from it.
+  function announcement(before, after) {
+    var causes = [];
+    var effects = [];
+    Object.keys(after).forEach(function (key) {
+      var was = before[key];
+      var now = after[key];
+      if (!was || was.state === now.state || !now.say) return;
+      var list = now.isCause ? causes : effects;
+      if (list.indexOf(now.say) < 0) list.push(now.say);
     });
-    Object.keys(before.items).forEach(function (name) {
-      if (!(name in after.items)) names.push(name);
-    });
-    return { names: names, isRestChanged: before.rest !== after.rest };
-  }
-
-  function announcement(label, found) {
-    if (!found.names.length) return found.isRestChanged ? label + " updated." : "";
-    var shown = found.names.slice(0, MAX_NAMES).join(", ");
-    var more = found.names.length - MAX_NAMES;
-    return label + " updated: " + shown + (more > 0 ? " and " + more + " more" : "") + " changed.";
+    var said = causes.concat(effects);
+    var more = said.length - MAX_SAID;
+    if (more > 0) {
+      said = said.slice(0, MAX_SAID);
+      said.push("And " + more + " more change" + (more > 1 ? "s" : "") + ".");
+    }
+    return said.join(" ");
   }
 
   function announce(text) {
@@ -129,7 +132,7 @@
     var config = event.detail.requestConfig;
     var isPoll = !config || !config.triggeringEvent;
     if (before && event.detail.elt === region && isPoll) {
-      announce(announcement(region.getAttribute("data-announce"), changes(before, after)));
+      announce(announcement(before, after));
     }
   });
 

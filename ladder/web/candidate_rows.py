@@ -183,6 +183,12 @@ class MatrixRow:
     row: CandidateRow
     cells: tuple[MatrixCell, ...]
 
+    @property
+    def name(self) -> str:
+        """The candidate as the live region names it: "claude/claude-sonnet-4-5 #3"."""
+        candidate = self.row.candidate
+        return f"{candidate.provider}/{candidate.model} #{candidate.pk}"
+
 
 @dataclass(frozen=True, slots=True)
 class CandidateMatrix:

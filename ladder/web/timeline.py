@@ -68,6 +68,7 @@ class LaneRow:
     track_y: str
     bars: tuple[Bar, ...]
     text: str
+    is_in_now: bool  # in the pool at the range's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class LaneChart:
     empty: tuple[Bar, ...]
     ticks: tuple[Tick, ...]
     empty_text: str
+    is_empty_now: bool  # the pool had no member at the range's end
 
 
 def _when(instant: datetime) -> str:
@@ -154,6 +156,7 @@ def lane_chart(found: Lanes, *, is_live: bool) -> LaneChart:
                 ),
                 f"{lane.connection_id}: in the pool {duration_text(lane.seconds_in)} "
                 f"of {duration_text(total)}",
+                bool(lane.spans) and lane.spans[-1][1] == end,
             )
         )
     plot_bottom = TOP + max(len(rows), 1) * LANE_HEIGHT
@@ -179,6 +182,7 @@ def lane_chart(found: Lanes, *, is_live: bool) -> LaneChart:
         empty,
         _ticks(start, end, scale),
         empty_text,
+        bool(found.empty) and found.empty[-1][1] == end,
     )
 
 

@@ -281,7 +281,8 @@ def test_a_live_refresh_announces_only_a_real_change(
     )
     assert response.status_code == 201
 
-    expect(announcer).to_have_text("Connections updated: claude-max-1 changed.")
+    # A state change is said, in words, not as "updated".
+    expect(announcer).to_have_text("claude-max-1 dropped out.")
 
 
 # --- keyboard ----------------------------------------------------------------------------

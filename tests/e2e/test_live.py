@@ -1,15 +1,21 @@
 """Calm live updates, in real Chromium: a pause control stops the live parts' polls (and
-says so once), remembers it across pages, and resumes them."""
+says so once), remembers it across pages, and resumes them; polls say state changes only
+(a pool emptying, a connection dropping out or coming back), never a counter, and rows
+keep their heights while only ages and countdowns move."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 from pytest_django.live_server_helper import LiveServer
 
+from ladder import services
 from tests.e2e.conftest import sign_in
 from tests.e2e.test_focus import RECORD_ANNOUNCEMENTS
+from tests.ladder.factories import make_reading
 from tests.worlds import make_user, seed_demo_world
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -77,3 +83,98 @@ def test_a_page_without_live_parts_shows_no_pause_control(
     page.goto(f"{live_server.url}/catalog/")
 
     expect(page.locator("#live-pause")).to_be_hidden()
+
+
+# Counts the completed refreshes of the region with this id.
+COUNT_REFRESHES = """(id) => {
+  window.refreshes = 0;
+  document.body.addEventListener("htmx:afterSettle", (event) => {
+    if (event.detail.target && event.detail.target.id === id) window.refreshes += 1;
+  });
+}"""
+
+
+def _await_refreshes(page: Page, count: int) -> None:
+    page.wait_for_function("(count) => window.refreshes >= count", arg=count)
+    page.evaluate("() => { window.refreshes = 0; }")
+
+
+def test_the_overview_says_a_pool_emptying_and_never_what_was_paid(
+    fast_polls: None, page: Page, live_server: LiveServer
+) -> None:
+    seed_demo_world(timezone.now(), history=False)
+    make_user("olga", "viewer")
+    sign_in(page, live_server.url, "olga")
+    page.goto(f"{live_server.url}/")
+    page.evaluate(COUNT_REFRESHES, "ladder-status")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    _await_refreshes(page, 1)
+
+    # Spend lands: paid and saved move, the budgets' meters too; nothing is said.
+    services.record_spend(
+        services.SpendInput("calm-1", "openai-key", "openai", "gpt-4o-mini", Decimal("0.25")),
+        now=timezone.now(),
+    )
+    _await_refreshes(page, 3)
+    assert page.evaluate("() => window.said") == []
+
+    # The one plan in auto/subscription runs out: the pool empties, said once.
+    make_reading("claude-max-1", remaining_percent=0.5, now=timezone.now())
+    page.wait_for_function("() => window.said.length > 0")
+    _await_refreshes(page, 2)
+    assert page.evaluate("() => window.said") == ["auto/subscription is empty."]
+
+
+def test_the_pools_page_says_a_connection_leaving_and_coming_back(
+    fast_polls: None, page: Page, live_server: LiveServer
+) -> None:
+    seed_demo_world(timezone.now(), history=False)
+    make_user("olga", "viewer")
+    sign_in(page, live_server.url, "olga")
+    page.goto(f"{live_server.url}/pools/?auto_id=auto/thrifty")
+    page.evaluate(COUNT_REFRESHES, "pool-table")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    _await_refreshes(page, 2)
+    assert page.evaluate("() => window.said") == []
+
+    make_reading("claude-max-1", remaining_percent=0.5, now=timezone.now())
+    page.wait_for_function("() => window.said.length > 0")
+    make_reading("claude-max-1", remaining_percent=80.0, now=timezone.now())
+    page.wait_for_function("() => window.said.length > 1")
+    _await_refreshes(page, 2)
+
+    # The connection first, then what follows from it (the pools it emptied; past three
+    # sentences the rest is counted).
+    assert page.evaluate("() => window.said") == [
+        "claude-max-1 left auto/thrifty. auto/subscription is empty. "
+        "auto/coding:subscription is empty. And 1 more change.",
+        "claude-max-1 is back in auto/thrifty. auto/subscription serves again. "
+        "auto/coding:subscription serves again. And 1 more change.",
+    ]
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_rows_keep_their_heights_while_only_ages_and_countdowns_move(
+    fast_polls: None, page: Page, live_server: LiveServer, width: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    seed_demo_world(timezone.now(), history=False)
+    make_user("olga", "operator")
+    sign_in(page, live_server.url, "olga")
+    heights = (
+        "() => [...document.querySelectorAll('#connections-table tbody tr')]"
+        ".map((r) => r.getBoundingClientRect().height)"
+    )
+    page.goto(f"{live_server.url}/connections/")
+    page.evaluate(COUNT_REFRESHES, "connections-table")
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    _await_refreshes(page, 1)
+    before = page.evaluate(heights)
+
+    seen = []
+    for _ in range(3):
+        _await_refreshes(page, 1)
+        seen.append(page.evaluate(heights))
+
+    assert seen == [before] * 3
+    assert page.evaluate("() => window.said") == []

@@ -136,17 +136,26 @@ def test_every_page_has_one_announcer_outside_the_live_parts(
     assert spoken == [*(["refresh-notice"] if url == "/connections/" else []), "live-announcer"]
 
 
-def test_connection_rows_are_keyed_by_connection_id_not_position(
+def test_connection_rows_are_keyed_by_connection_id_and_declare_their_standing(
     demo: None, operator: Client
 ) -> None:
     page = parse(operator.get("/connections/").content)
 
     rows = page.by_id("connections-table").by_tag("tbody")[0].by_tag("tr")
 
-    assert [(r.attrs["id"], r.attrs["data-announce-item"]) for r in rows][:3] == [
-        ("row-anthropic-key", "anthropic-key"),
-        ("row-claude-max-1", "claude-max-1"),
-        ("row-claude-max-2", "claude-max-2"),
+    declared = [
+        (
+            r.attrs["id"],
+            r.attrs["data-live-key"],
+            r.attrs["data-live-state"],
+            r.attrs["data-live-say"],
+        )
+        for r in rows
+    ]
+    assert declared[:3] == [
+        ("row-anthropic-key", "connection anthropic-key", "in-play", "anthropic-key is in play."),
+        ("row-claude-max-1", "connection claude-max-1", "in-play", "claude-max-1 is in play."),
+        ("row-claude-max-2", "connection claude-max-2", "dropped-out", "claude-max-2 dropped out."),
     ]
 
 

@@ -219,8 +219,7 @@ def test_a_connection_page_says_in_play_only_when_it_is_in_a_pool(
 ) -> None:
     page = parse(operator.get(f"/connections/{connection_id}/").content)
 
-    card = page.find_all(lambda e: e.attrs.get("data-announce-item") == "Hysteresis and cooldown")
-    first = card[0].by_tag("p")[0]
+    first = page.by_id("hysteresis-card").by_tag("p")[0]
     assert " ".join(s.text for s in first.by_tag("span")[:2]).startswith(
         hysteresis.split(" above")[0]
     )

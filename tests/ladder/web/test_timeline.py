@@ -247,6 +247,16 @@ def test_a_lane_per_connection_on_a_time_axis_with_the_empty_span_shaded(client:
     assert page.by_class("empty-summary")[0].text == (
         "The pool was empty once in this range, 10 s in all."
     )
+    # Polled live: what the live region would say if the lane or the pool changed.
+    declared = [
+        (e.attrs["data-live-key"], e.attrs["data-live-state"], e.attrs["data-live-say"])
+        for e in page.by_id("timeline-table").iter()
+        if "data-live-key" in e.attrs
+    ]
+    assert declared == [
+        ("member auto/subscription plan", "in", "plan is back in auto/subscription."),
+        ("pool auto/subscription", "serving", "auto/subscription serves again."),
+    ]
     assert [li.text for li in page.by_class("empty-spans")[0].by_tag("li")] == [
         "from 2026-11-29 11:30:00 UTC to 2026-11-29 11:30:10 UTC (10 s)"
     ]
