@@ -111,6 +111,9 @@ def test_pages_of_500_link_to_the_older_ones(client: Client) -> None:
     assert len(_cells(first)) == 500
     assert [row[2] for row in _cells(second)] == ["c-0"]
     assert 'rel="next"' not in second
+    # The newest page follows the range live; an older one stays where it is.
+    assert parse(first).by_id("timeline-table").attrs["hx-trigger"] == "every 5s"
+    assert "hx-trigger" not in parse(second).by_id("timeline-table").attrs
 
 
 def test_the_htmx_request_gets_the_fragment(client: Client) -> None:
