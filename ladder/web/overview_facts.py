@@ -11,6 +11,7 @@ from datetime import datetime
 
 from ladder import services
 from ladder.core import Decision, Exclusion, Rung
+from ladder.core.types import RUNG_WIDE_REASONS
 from ladder.web.presenters import Freshness, duration_text
 
 # Excluded connections named on a rung card; the rest are behind the card's link.
@@ -23,6 +24,11 @@ class ExcludedConnection:
 
     connection_id: str
     exclusion: Exclusion
+
+    @property
+    def is_rung_wide(self) -> bool:
+        """Out for what closes the whole rung (its budget): said once, on the card."""
+        return self.exclusion.reason in RUNG_WIDE_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,12 @@ class RungSummary:
     @property
     def unnamed(self) -> int:
         return max(len(self.excluded) - NAMED_PER_RUNG, 0)
+
+    @property
+    def closed_by(self) -> Exclusion | None:
+        """What closes the whole rung (its budget spent, or 0), said once on the card
+        rather than beside each connection it keeps out."""
+        return next((e.exclusion for e in self.excluded if e.is_rung_wide), None)
 
 
 def rung_summaries(thrifty: Decision, spend: services.SpendSummary) -> list[RungSummary]:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
+from ladder import services
 from ladder.models import Candidate, LadderSettings
 from tests.e2e.conftest import sign_in
 from tests.e2e.test_accessibility import DESKTOP, PHONE, _page, _serious_violations
@@ -68,7 +69,7 @@ def test_a_candidate_created_in_the_dashboard_appears_in_the_pool_entries(
     ],
     ids=["operator-light", "viewer-dark", "operator-dark-phone", "viewer-light-phone"],
 )
-def test_the_candidates_matrix_names_a_closed_rung_once_and_passes_axe(
+def test_a_closed_rung_is_named_once_on_the_matrix_and_the_overview_and_passes_axe(
     browser: Browser,
     live_server: LiveServer,
     role: str,
@@ -78,6 +79,7 @@ def test_the_candidates_matrix_names_a_closed_rung_once_and_passes_axe(
     seed_demo_world(timezone.now(), history=False)
     # A cheap budget of 0 closes the cheap rung: said once, above the table.
     LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=0)
+    services.clear_caches()  # a row written behind the services' back: no counter moved
     make_user("someone", role)
     page = _page(browser, viewport, color_scheme)
     try:
@@ -93,6 +95,10 @@ def test_the_candidates_matrix_names_a_closed_rung_once_and_passes_axe(
         )
         expect(mini.locator('td[data-label="auto/thrifty"]')).to_have_text("out cheap rung closed")
         assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        assert _serious_violations(page) == []
+        # The overview's cheap card says it once too.
+        page.goto(f"{live_server.url}/")
+        expect(page.locator(".rung-closed")).to_have_count(1)
         assert _serious_violations(page) == []
     finally:
         page.context.close()

@@ -15,10 +15,11 @@ from django.test import Client
 from billing.models import BillingCatalogEntry
 from ladder import services
 from ladder.core import Decision
+from ladder.models import LadderSettings
 from ladder.web.overview_facts import NextChange, next_change
 from ladder.web.presenters import Freshness
 from omniroute_admin import dashboard
-from tests.ladder.factories import NOW
+from tests.ladder.factories import NOW, make_candidate, make_connection
 from tests.pages import Element, parse
 from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
@@ -209,3 +210,26 @@ def test_the_overview_leads_with_what_was_paid_and_what_the_plans_saved(viewer: 
             f"This month: paid {paid:.2f} USD on the paid rungs, saved {saved:.2f} USD: "
             "the list price of what the plans served."
         )
+
+
+def test_a_closed_rung_is_said_once_on_its_card_not_beside_each_connection(
+    viewer: Client,
+) -> None:
+    # A second key serving a cheap model, and a cheap budget of 0: the rung is closed.
+    LadderSettings.objects.filter(pk=1).update(cheap_budget_usd=Decimal("0"))
+    make_connection("openai-key-2", provider="openai", auth_type="apikey")
+    make_candidate("openai", "gpt-4o-mini", connection_id="openai-key-2", priority=9)
+    services.clear_caches()
+
+    for page in _pages(viewer):
+        cheap = page.by_class("rung-cheap")[0]
+
+        assert [p.text for p in cheap.by_class("rung-closed")] == [
+            "Closed: rung_disabled The cheap rung's budget is 0 USD: the rung is disabled"
+        ]
+        assert [li.text for li in cheap.by_class("rung-excluded")[0].by_tag("li")] == [
+            "openai-key rung_disabled the rung is closed",
+            "openai-key-2 rung_disabled the rung is closed",
+        ]
+        assert cheap.text.count("the rung is disabled") == 1
+        assert page.by_class("rung-closed")[0] is cheap.by_class("rung-closed")[0]
