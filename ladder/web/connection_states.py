@@ -11,7 +11,7 @@ from typing import Any
 from django.utils.http import urlencode
 
 from billing.classify import Billing
-from ladder.core import Decision, Exclusion, Rung
+from ladder.core import Decision, Exclusion, Reason, Rung
 from ladder.web.presenters import ConnectionRow
 
 
@@ -33,12 +33,42 @@ class StandState(StrEnum):
 STATE_BY_SLUG = {state.slug: state for state in StandState}
 
 
+@dataclass(frozen=True, slots=True)
+class ExclusionGroup:
+    """One sentence of why a connection is left out, and where: the pools and the
+    candidates it holds for."""
+
+    auto_ids: tuple[str, ...]
+    candidates: tuple[str, ...]  # "provider/model"
+    rung: Rung | None
+    reason: Reason
+    detail: str
+
+
 @dataclass(slots=True)
 class Membership:
     """The published pools a connection is an entry of, and its exclusions elsewhere."""
 
     pools: list[str] = field(default_factory=list)
     exclusions: list[tuple[str, Exclusion]] = field(default_factory=list)
+
+    def grouped(self) -> list[ExclusionGroup]:
+        """Its exclusions with one sentence each: the pools and candidates that share a
+        rung, reason and sentence on one line (a dropped-out plan is one line, not one
+        per pool), in first-seen order."""
+        groups: dict[tuple[Rung | None, str, str], tuple[list[str], list[str]]] = {}
+        for auto_id, exclusion in self.exclusions:
+            key = (exclusion.rung, exclusion.reason.value, exclusion.detail)
+            auto_ids, candidates = groups.setdefault(key, ([], []))
+            if auto_id not in auto_ids:
+                auto_ids.append(auto_id)
+            candidate = f"{exclusion.provider}/{exclusion.model}"
+            if candidate not in candidates:
+                candidates.append(candidate)
+        return [
+            ExclusionGroup(tuple(auto_ids), tuple(candidates), rung, Reason(reason), detail)
+            for (rung, reason, detail), (auto_ids, candidates) in groups.items()
+        ]
 
     def reasons(self) -> list[str]:
         """The distinct reason codes of its exclusions, in first-seen order."""

@@ -14,7 +14,7 @@ from ladder.models import Candidate, Connection
 from omniroute_admin import dashboard
 from tests.ladder.factories import NOW, make_candidate, make_connection, make_reading
 from tests.pages import Element, parse
-from tests.worlds import htmx_headers, signed_in
+from tests.worlds import htmx_headers, seed_demo_world, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -306,3 +306,22 @@ def test_the_django_admin_says_why_a_dashboard_account_is_refused(client: Client
         "account: the Django admin is only for staff accounts."
     )
     assert "python manage.py createsuperuser" in note.text
+
+
+def test_the_connection_page_says_one_exclusion_once_whatever_the_pools(
+    operator: Client,
+) -> None:
+    # The demo's backup plan at 1.5 %: left out of the six pools its candidate lands in
+    # for one reason, said once with the six pools (it was six sentences).
+    seed_demo_world(NOW, history=False)
+
+    page = parse(operator.get("/connections/claude-max-2/").content)
+
+    assert [
+        li.text for li in page.by_id("connection-pools").by_class("why-not")[0].by_tag("li")
+    ] == [
+        "Left out of auto/subscription, auto/thrifty, auto/coding:subscription, "
+        "auto/coding:thrifty, auto/reasoning:subscription, auto/reasoning:thrifty for "
+        "claude/claude-sonnet-4-5 subscription: quota_exhausted 1.5 % left, at or below "
+        "the exit cutoff of 2 %"
+    ]
