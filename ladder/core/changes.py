@@ -25,7 +25,9 @@ connections. The key changes on its own only at instants `inputs_valid_until` al
 holds (the reading's reset, the reading turning stale).
 
 So a write to one connection **can change a pool** iff, in either grouping, its standing
-at the write's instant differs before and after the write, or it serves in a grouping and
+at the write's instant differs before and after the write (the quota cause a cooldown
+hides included: a decision computed just after the cooldown's end, before the write
+committed, read it), or it serves in a grouping and
 is a plan connection whose preference key differs before and after the write, or its own
 contribution to `inputs_valid_until` becomes EARLIER (None counts as never). When none
 holds, every cached decision stays correct until its own `valid_until`: the standing (and
@@ -67,23 +69,34 @@ from ladder.core.types import ConnectionView, Grouping, LadderConfig, Reason, Ru
 
 class Standing(NamedTuple):
     """What a decision reads of one connection in one grouping: the reason that keeps it
-    out (None: usable) and when that reason says it may come back (None: not known)."""
+    out (None: usable) and when that reason says it may come back (None: not known);
+    behind a cause that ends on its own (a cooldown), the quota reason it hides (`masked`,
+    None: none), which decides the standing the moment it ends."""
 
     reason: Reason | None
     may_return_at: datetime | None
+    masked: Reason | None = None
 
 
 def standing(
     view: ConnectionView, grouping: Grouping, config: LadderConfig, now: datetime
 ) -> Standing:
     """The connection's standing in a grouping at `now`, by the decision's own rules."""
+    max_age = timedelta(seconds=config.max_state_age_seconds)
     cause = connection_cause(view, grouping, now)
     if cause is None:
-        max_age = timedelta(seconds=config.max_state_age_seconds)
-        cause = grouping_quota_cause(view, grouping, config, now, max_age)
-    if cause is None:
-        return Standing(None, None)
-    return Standing(cause.reason, cause.may_return_at)
+        quota = grouping_quota_cause(view, grouping, config, now, max_age)
+        return (
+            Standing(None, None) if quota is None else Standing(quota.reason, quota.may_return_at)
+        )
+    if cause.may_return_at is None:
+        return Standing(cause.reason, None)
+    # A cooldown ends on its own; what it hides stands then. A decision computed just
+    # after its end, before a write made during it committed, read the hidden quota
+    # cause: a write that changes that cause must move the counter even though the
+    # cooldown hides it at the write's own instant.
+    hidden = grouping_quota_cause(view, grouping, config, now, max_age)
+    return Standing(cause.reason, cause.may_return_at, None if hidden is None else hidden.reason)
 
 
 def scoped_standings(

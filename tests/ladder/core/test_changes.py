@@ -34,13 +34,32 @@ def _read(remaining: float | None, **fields: object) -> Reading:
     return replace(reading(remaining), **fields)  # type: ignore[arg-type]
 
 
-def test_standing_names_the_connection_wide_cause_first_with_its_end() -> None:
+def test_standing_names_the_connection_wide_cause_first_with_its_end_and_what_it_hides() -> None:
     cooling = view("plan", cooldown_until=SOON, quota=reading(1.0))
 
     assert standing(cooling, Grouping.SUBSCRIPTION, CONFIG, NOW) == Standing(
-        Reason.COOLING_DOWN, SOON
+        Reason.COOLING_DOWN, SOON, Reason.QUOTA_EXHAUSTED
     )
-    assert standing(cooling, Grouping.THRIFTY, CONFIG, NOW) == Standing(Reason.COOLING_DOWN, SOON)
+    assert standing(cooling, Grouping.THRIFTY, CONFIG, NOW) == Standing(
+        Reason.COOLING_DOWN, SOON, Reason.QUOTA_EXHAUSTED
+    )
+
+
+def test_a_reading_that_lifts_a_cooling_plan_above_its_cutoff_moves_the_counter() -> None:
+    # A decision computed just after the cooldown's end, before this reading committed,
+    # read the 1 % reading: it must not stay cached (issue #30, a warm process serving
+    # what a fresh one would not).
+    before = view("plan", cooldown_until=SOON, quota=reading(1.0))
+    after = view("plan", cooldown_until=SOON, quota=reading(70.0))
+
+    assert _moves(before, after) is True
+
+
+def test_a_reading_that_keeps_a_cooling_plans_quota_standing_moves_nothing() -> None:
+    before = view("plan", cooldown_until=SOON, quota=reading(60.0))
+    after = view("plan", cooldown_until=SOON, quota=reading(70.0))
+
+    assert _moves(before, after) is False
 
 
 def test_standing_applies_thrifty_fail_open_to_unverified_quota() -> None:
