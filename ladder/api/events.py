@@ -59,7 +59,8 @@ def post_reading(request: HttpRequest, connection_id: ConnectionIdPath, payload:
 def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: EventIn) -> Any:
     """Report an upstream outcome: failures write a cooldown (Retry-After, else backoff),
     clamped to the upstream's reset; `quota_exhausted` also stores an EXHAUSTED reading;
-    `success` clears the failure count and the cooldown."""
+    `success` clears the failure count and the cooldown observed before it. Applied in
+    the order observed (`observed_at`): within 60 s the less safe of two truths wins."""
     result = services.apply_event(
         connection_id,
         kind=payload.kind,
@@ -67,6 +68,7 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
         reset_at=payload.reset_at,
         headers=payload.headers,
         model=payload.model,
+        observed_at=payload.observed_at,
     )
     metrics.EVENTS.labels(kind=payload.kind).inc()
     return result
@@ -78,7 +80,9 @@ def post_event(request: HttpRequest, connection_id: ConnectionIdPath, payload: E
     auth=gateway_auth,
 )
 def post_event_batch(request: HttpRequest, payload: EventBatchIn) -> Any:
-    """Report up to 1,000 events, each `Event` plus its `connection_id`, applied in
-    order; each result (an EventResult, or `{"error": ...}` for a bad entry or an unknown
-    connection) is in the slot of its entry."""
+    """Report up to 100 events, each `Event` plus its `connection_id` and an optional
+    `event_id`, applied in order, each in its own transaction; each result (an
+    EventResult, or `{"error": ...}` for a bad entry or an unknown connection) is in the
+    slot of its entry. An entry whose `event_id` was applied before is answered as then
+    and not applied again: a batch cut by a fault is completed by its retry."""
     return {"results": event_batch.apply_batch(payload.events)}

@@ -58,6 +58,7 @@ from ladder.core.polling import (
     should_schedule_reset_refresh,
 )
 from ladder.core.quota import (
+    CLOCK_SKEW,
     QuotaWindow,
     binding_reading,
     binding_window,
@@ -66,6 +67,7 @@ from ladder.core.quota import (
     hysteresis_after,
     is_quota_usable,
     is_reading_current,
+    outranks,
     quota_cause,
     quota_cause_within,
     reading_staleness,
@@ -100,6 +102,7 @@ __all__ = [
     "ADVERTISED_AUTO_IDS",
     "AUTO_PREFIX",
     "CLEARED_COOLDOWN",
+    "CLOCK_SKEW",
     "KNOWN_TIERS",
     "MIN_DUE_AGE",
     "NEVER_READ",
@@ -160,6 +163,7 @@ __all__ = [
     "is_quota_usable",
     "is_reading_current",
     "is_reading_due",
+    "outranks",
     "parse_auto_id",
     "parse_reset_at",
     "quota_cause",

@@ -6,6 +6,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from ladder.core.quota import outranks
 from ladder.core.types import CooldownChange, EventKind, LadderConfig
 
 
@@ -64,25 +65,47 @@ def apply_event(
     reset_at: datetime | str | None,
     config: LadderConfig,
     now: datetime,
+    cooldown_until: datetime | None = None,
+    observed_at: datetime | None = None,
+    failure_observed_at: datetime | None = None,
+    success_observed_at: datetime | None = None,
 ) -> CooldownChange:
-    """The cooldown written by a gateway event; a failure replaces any cooldown in force."""
+    """The cooldown written by a gateway event observed at `observed_at` (default `now`,
+    when it is received); a failure replaces any cooldown in force. Events apply in the
+    order they were observed (api.md): a success clears only a failure it outranks (the
+    one that set `cooldown_until`, observed at `failure_observed_at`), and a failure
+    observed before the success that last cleared (`success_observed_at`), outranked by
+    it, is stale. An event that applies not leaves the state as it is."""
     event = event_kind(kind)
+    observed = observed_at or now
+    held = CooldownChange(
+        cooldown_until,
+        max((cooldown_until - now).total_seconds(), 0.0) if cooldown_until else 0.0,
+        False,
+        consecutive_failures,
+    )
     if event == EventKind.SUCCESS:
-        # A success clears the failure count and the cooldown.
-        return CLEARED_COOLDOWN
+        if failure_observed_at is None or outranks(
+            observed, True, failure_observed_at, False, other_ends=cooldown_until
+        ):
+            return CLEARED_COOLDOWN
+        return held  # within a minute of the failure, or before it: the failure stands
+    if success_observed_at is not None and not outranks(observed, False, success_observed_at, True):
+        return held  # a failure a later success already cleared
     failures = max(consecutive_failures, 0) + 1
     if retry_after_seconds is not None and _is_usable_retry_after(retry_after_seconds):
         # The upstream's Retry-After is preferred and used as given: not capped.
         seconds = float(retry_after_seconds)
     else:
         seconds = backoff_seconds(failures, config)
-    cooldown_until = _seconds_after(now, seconds)
+    # Counted from its receipt, not its observation: of the two, the later end.
+    cooldown_end = _seconds_after(now, seconds)
     # Applied every time a cooldown is written: the clamp comes last.
-    clamped = clamp_cooldown_to_reset(cooldown_until, reset_at, now)
+    clamped = clamp_cooldown_to_reset(cooldown_end, reset_at, now)
     return CooldownChange(
         cooldown_until=clamped,
         cooldown_seconds=(clamped - now).total_seconds(),
-        clamped_to_reset=clamped < cooldown_until,
+        clamped_to_reset=clamped < cooldown_end,
         consecutive_failures=failures,
     )
 

@@ -157,24 +157,67 @@ def stored_checked_at(claimed: datetime | None, received: datetime) -> datetime:
     return claimed
 
 
-def supersedes(
-    checked_at: datetime, current_checked_at: datetime | None, received: datetime
+# Clocks differ by up to this much (api.md "Events from the gateway"): two truths observed
+# less than this apart are in no certain order.
+CLOCK_SKEW: Final = timedelta(seconds=60)
+
+
+def outranks(
+    observed_at: datetime,
+    safe: bool,
+    other_observed_at: datetime,
+    other_safe: bool,
+    *,
+    ends: datetime | None = None,
+    other_ends: datetime | None = None,
 ) -> bool:
-    """Whether a reading stored with `checked_at`, received at `received`, replaces the
-    current reading (checked at `current_checked_at`, None when there is none)."""
+    """Whether a truth observed at `observed_at` outranks one observed at
+    `other_observed_at`. `safe` is False for a truth that takes capacity away (an
+    exhaustion, a failure and its cooldown, "can meter"), True for any other (a reading
+    that is not EXHAUSTED, a success, hard-stop evidence). `ends`: when what an unsafe
+    truth says is over by its own word (an exhaustion's reset, a cooldown's end)."""
+    # api.md: two truths less than CLOCK_SKEW apart are in no certain order, and between
+    # them the less safe one wins, whichever arrived first; a safe truth outranks an
+    # unsafe one only when it is at least CLOCK_SKEW newer, or observed once the unsafe
+    # one's own reset (or its cooldown's end) had come. In reverse, an unsafe truth
+    # observed before a safe one still wins within the bound, unless the safe one was
+    # observed after the unsafe one's reset (a new window). Otherwise the newer wins,
+    # ties to the one received later.
+    if safe and not other_safe:
+        return observed_at >= other_observed_at + CLOCK_SKEW or (
+            other_ends is not None and observed_at >= other_ends
+        )
+    if other_safe and not safe:
+        if ends is not None and other_observed_at >= ends:
+            return False
+        return observed_at > other_observed_at - CLOCK_SKEW
+    return observed_at >= other_observed_at
+
+
+def supersedes(reading: Reading, current: Reading | None, received: datetime) -> bool:
+    """Whether `reading`, received at `received` (its checked_at already capped there),
+    replaces the `current` reading (None when there is none)."""
     # The current reading is the one with the latest checked_at, ties to the one received
-    # later (api.md "Quota readings"). Every checked_at is capped at its receive time
-    # (`stored_checked_at`), so no reading can outrank the ones received after it by
-    # claiming a later instant, and a server-stamped truth (a worker poll, a
-    # `quota_exhausted` event, rate-limit headers, a push without checked_at) always
-    # becomes current. A late reading observed before the current one stays history.
-    # One exception, the decision for rows stored in the future: a current reading dated
-    # ahead of `received` was stored so by code before the cap, or by a web process whose
-    # clock runs ahead. When it was received is unknown, only that it was before this
-    # reading, so it cannot be proven newer: it is ordered by receipt, and replaced.
-    if current_checked_at is None or current_checked_at > received:
+    # later (api.md "Quota readings"), except that between two readings less than
+    # CLOCK_SKEW apart the less safe one wins (`outranks`). Every checked_at is capped at
+    # its receive time (`stored_checked_at`), so no reading can outrank the ones received
+    # after it by claiming a later instant. One exception, the decision for rows stored in
+    # the future: a current reading dated ahead of `received` was stored so by code
+    # before the cap, or by a web process whose clock runs ahead. When it was received is
+    # unknown, only that it was before this reading, so it cannot be proven newer: it is
+    # ordered by receipt, and replaced.
+    if current is None or current.checked_at > received:
         return True
-    return checked_at >= current_checked_at
+    # An UNKNOWN reading counts as safe here: it cannot hide an exhaustion observed
+    # within the bound, and it does not lift the hysteresis either way.
+    return outranks(
+        reading.checked_at,
+        reading.status is not _EXHAUSTED,
+        current.checked_at,
+        current.status is not _EXHAUSTED,
+        ends=reading.reset_at,
+        other_ends=current.reset_at,
+    )
 
 
 def hysteresis_after(previous: Hysteresis, reading: Reading, config: LadderConfig) -> Hysteresis:

@@ -75,6 +75,11 @@ class Connection(models.Model):
     credential_ciphertext = models.TextField(blank=True, default="")
     cooldown_until = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
+    # When the failure that set the cooldown and the count was observed, and when the
+    # success that last cleared them was: events apply in the order they were observed
+    # (api.md "Events from the gateway"; within a minute the less safe one wins).
+    failure_observed_at = models.DateTimeField(null=True, blank=True)
+    success_observed_at = models.DateTimeField(null=True, blank=True)
     # Per-connection quota memory (not ladder state): written when a reading is stored.
     hysteresis_state = models.CharField(
         max_length=16, choices=HysteresisChoices.choices, default=HysteresisChoices.IN_PLAY
@@ -217,3 +222,16 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model}"
+
+
+class AppliedEvent(models.Model):
+    """A batch entry's `event_id` once applied, with the answer it got: an entry whose id
+    was applied before is answered as then and applied never again (api.md, the events
+    batch). Written in the entry's own transaction; pruned with the readings."""
+
+    event_id = models.CharField(max_length=128, unique=True)
+    result = models.JSONField()
+    applied_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.event_id

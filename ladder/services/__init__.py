@@ -103,10 +103,12 @@ from ladder.services.polling import (
 from ladder.services.readings import (
     ReadingInput,
     StoredReading,
+    lock_connections,
     normalise_reading,
     prune_readings,
     received_at,
     server_clock,
+    settle_config_race,
     store_reading,
     write_snapshot,
 )
@@ -237,6 +239,7 @@ __all__ = [
     "load_config",
     "load_decision_inputs",
     "load_views",
+    "lock_connections",
     "normalise_reading",
     "note_evidence",
     "operations_state",
@@ -268,6 +271,7 @@ __all__ = [
     "server_clock",
     "settings_changes_since",
     "settings_snapshot",
+    "settle_config_race",
     "spend_csv_filename",
     "spend_csv_lines",
     "spend_csv_rows",

@@ -11,7 +11,7 @@ from typing import Any
 
 from billing import services as billing_services
 from billing.classify import Catalog, Overage
-from ladder.core import LadderConfig, WindowReading
+from ladder.core import LadderConfig, WindowReading, outranks
 from ladder.core.scopes import cooled_scope, reserve_config, scoped_after, started_metering
 from ladder.core.types import OverageEvidence, OverageSays, ScopedQuota
 from ladder.models import Connection
@@ -94,7 +94,8 @@ def evidence_json(evidence: OverageEvidence) -> dict[str, Any]:
 def note_evidence(
     connection: Connection, evidence: OverageEvidence, catalog: Catalog, now: datetime
 ) -> bool:
-    """Keep `evidence` if it is the connection's newest (saved at once); a transition
+    """Keep `evidence` if it outranks the connection's (core.outranks: the newer, but
+    "can meter" within a minute of "hard stop" either way; saved at once); a transition
     of a hard-stop plan to "can meter" (or back) is audited with the evidence. True when
     the stored evidence changed."""
     before = evidence_of(connection.overage_evidence)
@@ -102,9 +103,16 @@ def note_evidence(
         before is not None
         and before.seen_at is not None
         and evidence.seen_at is not None
-        and evidence.seen_at < before.seen_at
+        and not outranks(
+            evidence.seen_at,
+            evidence.says is OverageSays.HARD_STOP,
+            before.seen_at,
+            before.says is OverageSays.HARD_STOP,
+        )
     ):
-        return False  # older than what the connection holds: history, not news
+        # Older than what the connection holds, or "hard stop" less than a minute after
+        # "can meter" (the less safe one wins): history, not news.
+        return False
     stored = evidence_json(evidence)
     if stored == connection.overage_evidence:
         return False

@@ -3,6 +3,7 @@ and pruned after the retention period."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,7 @@ from billing.models import ChangeCounter
 from ladder import core
 from ladder.core import ConnectionView, HysteresisState, LadderConfig, WindowReading
 from ladder.core.types import OverageEvidence
-from ladder.models import Connection, HysteresisTransition, QuotaReading
+from ladder.models import AppliedEvent, Connection, HysteresisTransition, QuotaReading
 from ladder.services import evidence as evidence_services
 from ladder.services.common import MAX_CLOCK_SKEW, NotFound, known_id
 from ladder.services.decisions import Snapshot, current_snapshot
@@ -53,6 +54,17 @@ def check_reading_percents(data: ReadingInput) -> None:
             raise ValidationError({name: [f"A remaining percent: {error}"]}) from None
 
 
+def claimed_instant(claimed: datetime | None, now: datetime, field: str) -> datetime:
+    """The instant a gateway says it saw something (a reading's `checked_at`, an event's
+    `observed_at`) as stored: `now` when absent, capped at `now`; ValidationError naming
+    `field` when it is more than MAX_CLOCK_SKEW in the future."""
+    if claimed is not None and claimed - now > MAX_CLOCK_SKEW:
+        raise ValidationError(
+            {field: [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
+        )
+    return core.stored_checked_at(claimed, now)
+
+
 def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
     """Reduce windows to the binding window, derive the status, default checked_at and
     cap it at `now` (the receive time)."""
@@ -61,12 +73,7 @@ def normalise_reading(data: ReadingInput, now: datetime) -> ReadingInput:
     if data.windows and remaining is None:
         remaining, window_reset = core.binding_window(data.windows)
         reset_at = window_reset if window_reset is not None else reset_at
-    checked_at = data.checked_at or now
-    if checked_at - now > MAX_CLOCK_SKEW:
-        raise ValidationError(
-            {"checked_at": [f"More than {int(MAX_CLOCK_SKEW.total_seconds())} s in the future."]}
-        )
-    checked_at = core.stored_checked_at(checked_at, now)
+    checked_at = claimed_instant(data.checked_at, now, "checked_at")
     status = data.status or core.derive_status(remaining)
     return ReadingInput(
         status=status,
@@ -130,6 +137,16 @@ def lock_connection(connection_id: str) -> Connection:
     if connection is None:
         raise NotFound(f"No connection {connection_id!r}.")
     return connection
+
+
+def lock_connections(connection_ids: Iterable[str]) -> None:
+    """Lock the rows of these connections for the caller's transaction, in id order (two
+    writers that lock several never wait on each other in a cycle). Unknown ids are
+    skipped. One query."""
+    ids = sorted(set(connection_ids))
+    if ids:
+        rows = Connection.objects.select_for_update().filter(connection_id__in=ids)
+        list(rows.order_by("connection_id").values_list("pk", flat=True))
 
 
 def bump_if_it_can_change_a_pool(
@@ -206,19 +223,16 @@ def write_reading(
         detail=data.detail[:500],
     )
     current = connection.current_reading
-    # A late-arriving older reading is kept as history but does not change the state.
-    is_current = core.supersedes(
-        reading.checked_at,
-        current.checked_at if current is not None else None,
-        received_at(now),
-    )
+    core_reading = reading_of(reading)
+    assert core_reading is not None
+    # A late-arriving older reading is kept as history but does not change the state;
+    # within the clock-skew bound, the less safe of the two is current.
+    is_current = core.supersedes(core_reading, reading_of(current), received_at(now))
     transition = None
     update_fields = list(also_save)
     if is_current:
         connection.current_reading = reading
         previous = hysteresis_of(connection)
-        core_reading = reading_of(reading)
-        assert core_reading is not None
         config = evidence_services.own_config(connection, config)
         after = core.hysteresis_after(previous, core_reading, config)
         update_fields += ["current_reading"]
@@ -256,7 +270,10 @@ def write_reading(
 
 
 def prune_readings(*, older_than: datetime) -> int:
-    """Delete readings checked before `older_than`, never a connection's current one."""
+    """Delete readings checked before `older_than`, never a connection's current one, and
+    the batch event ids applied before it (a retry that late applies again). The count of
+    readings deleted."""
+    AppliedEvent.objects.filter(applied_at__lt=older_than).delete()
     current_ids = Connection.objects.filter(current_reading__isnull=False).values(
         "current_reading_id"
     )

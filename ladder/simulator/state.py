@@ -151,9 +151,7 @@ class ConnectionState:
         if observed and self.observer is not None:
             self.observer(Step(now, cid, reading=reading))
         current = self.reading[cid]
-        if not core.supersedes(
-            reading.checked_at, current.checked_at if current is not None else None, now
-        ):
+        if not core.supersedes(reading, current, now):
             return  # kept as history by the shell; the state does not change
         self.reading[cid] = reading
         self.hysteresis[cid] = core.hysteresis_after(self.hysteresis[cid], reading, self.config)

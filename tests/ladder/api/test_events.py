@@ -111,9 +111,14 @@ def test_a_quota_exhausted_event_stores_an_exhausted_reading_until_the_reset(
     assert Connection.objects.get().hysteresis_state == "dropped_out"
 
 
-def test_a_success_clears_the_failures_and_the_cooldown(gateway: str) -> None:
+def test_a_success_clears_the_failures_and_the_cooldown_observed_a_minute_before(
+    gateway: str,
+) -> None:
     make_connection("claude-max-1")
-    post_event(gateway, {"kind": "rate_limited", "retry_after_seconds": 600})
+    observed = (timezone.now() - timedelta(seconds=61)).isoformat()
+    post_event(
+        gateway, {"kind": "rate_limited", "retry_after_seconds": 600, "observed_at": observed}
+    )
 
     response = post_event(gateway, {"kind": "success"})
 
@@ -126,6 +131,22 @@ def test_a_success_clears_the_failures_and_the_cooldown(gateway: str) -> None:
     }
     connection = Connection.objects.get()
     assert (connection.cooldown_until, connection.consecutive_failures) == (None, 0)
+
+
+def test_a_success_within_a_minute_of_the_failure_answers_the_cooldown_that_stands(
+    gateway: str,
+) -> None:
+    make_connection("claude-max-1")
+    failed = post_event(gateway, {"kind": "rate_limited", "retry_after_seconds": 600}).json()
+
+    response = post_event(gateway, {"kind": "success"})
+
+    answer = response.json()
+    assert (answer["cooldown_until"], answer["consecutive_failures"]) == (
+        failed["cooldown_until"],
+        1,
+    )
+    assert Connection.objects.get().consecutive_failures == 1
 
 
 def test_an_event_for_an_unknown_connection_is_404(gateway: str) -> None:

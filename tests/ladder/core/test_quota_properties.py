@@ -36,6 +36,8 @@ from tests.ladder.core.strategies import (
     statuses,
 )
 
+_EXHAUSTED = QuotaStatus.EXHAUSTED
+
 
 @PROPERTY_SETTINGS
 @given(
@@ -115,21 +117,47 @@ def fold_arrivals(
         )
         checked_at = stored_checked_at(claimed, received)
         assert checked_at <= received
-        if supersedes(checked_at, current.checked_at if current else None, received):
-            current = Reading(arrival.status, arrival.remaining, None, checked_at)
+        reading = Reading(arrival.status, arrival.remaining, None, checked_at)
+        if supersedes(reading, current, received):
+            current = reading
             index = position
             hysteresis = hysteresis_after(hysteresis, current, config)
     return current, index, hysteresis, receipts
 
 
-def latest_truth(history: list[Arrival], receipts: list[datetime]) -> int:
-    """An independent oracle: the reading observed last (an instant claimed after its own
-    receipt counts as its receipt), ties to the one received last."""
-    observed = [
+def observed_instants(history: list[Arrival], receipts: list[datetime]) -> list[datetime]:
+    """When each reading was observed (an instant claimed after its own receipt counts as
+    its receipt)."""
+    return [
         min(received + timedelta(seconds=arrival.claimed_offset or 0), received)
         for arrival, received in zip(history, receipts, strict=True)
     ]
+
+
+def latest_truth(history: list[Arrival], receipts: list[datetime]) -> int:
+    """An independent oracle: the reading observed last, ties to the one received last."""
+    observed = observed_instants(history, receipts)
     return max(range(len(history)), key=lambda position: (observed[position], position))
+
+
+def in_conflict(history: list[Arrival], receipts: list[datetime]) -> bool:
+    """Whether an exhaustion and a reading that is not one were observed less than a
+    minute apart (in no certain order: api.md, the less safe one wins)."""
+    observed = observed_instants(history, receipts)
+    exhausted = [at for a, at in zip(history, observed, strict=True) if a.status == _EXHAUSTED]
+    others = [at for a, at in zip(history, observed, strict=True) if a.status != _EXHAUSTED]
+    return any(abs(e - o) < timedelta(seconds=60) for e in exhausted for o in others)
+
+
+def exhausted_near_the_end(history: list[Arrival], receipts: list[datetime]) -> bool:
+    """Whether an exhaustion was observed less than a minute before the last instant
+    observed: then no reading can have outranked it."""
+    observed = observed_instants(history, receipts)
+    last = max(observed)
+    return any(
+        a.status == _EXHAUSTED and at > last - timedelta(seconds=60)
+        for a, at in zip(history, observed, strict=True)
+    )
 
 
 def plan_world(
@@ -153,7 +181,7 @@ def plan_world(
 
 @PROPERTY_SETTINGS
 @given(history=arrivals, config=configs, lag=st.integers(0, 30))
-def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose_latest_truth_is_exhausted(  # noqa: E501
+def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_exhausted_within_a_minute_of_its_latest_truth(  # noqa: E501
     history: list[Arrival], config: LadderConfig, lag: int
 ) -> None:
     current, index, hysteresis, receipts = fold_arrivals(history, BASE, config)
@@ -163,9 +191,12 @@ def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose
     decision = run(world)
 
     truth = latest_truth(history, receipts)
-    assert index == truth
+    if not in_conflict(history, receipts):
+        assert index == truth
     served = {entry.connection_id for entry in decision.candidates}
-    if history[truth].status == QuotaStatus.EXHAUSTED:
+    if exhausted_near_the_end(history, receipts):
+        # The latest truth, or one within a minute of it, is an exhaustion: the less safe
+        # one wins whichever order they arrived in (a clock behind, a late success).
         assert served == set()
     if served:
         assert is_verified_plan_connection(world.connections["plan"], config, now)
@@ -181,10 +212,20 @@ def test_a_reading_stored_in_the_future_never_hides_a_server_stamped_truth_recei
     for end in range(1, len(history) + 1):
         current, index, hysteresis, receipts = fold_arrivals(history[:end], BASE, config, legacy)
         last = history[end - 1]
+        previous = fold_arrivals(history[: end - 1], BASE, config, legacy)[0]
+        received = receipts[-1]
+        # A reading that is not an exhaustion, received less than a minute after the
+        # exhaustion that is current, is held back (the less safe one wins).
+        held_back = (
+            last.status != _EXHAUSTED
+            and previous is not None
+            and previous.status == _EXHAUSTED
+            and previous.checked_at <= received < previous.checked_at + timedelta(seconds=60)
+        )
         if last.claimed_offset is None or last.claimed_offset >= 0:
             # A server-stamped truth (a worker poll, an event, headers, a push without
-            # checked_at) is current as soon as it is received.
-            assert index == end - 1
+            # checked_at) is current as soon as it is received, but for that.
+            assert (index == end - 1) is not held_back
             if last.status == QuotaStatus.EXHAUSTED:
                 decision = run(plan_world(current, hysteresis, config, receipts[-1]))
                 assert decision.candidates == ()

@@ -91,9 +91,9 @@ def test_newer_hard_stop_evidence_brings_the_plan_back_and_is_audited() -> None:
     make_reading(remaining_percent=60.0, evidence=_can_meter())
     hard = OverageEvidence(OverageSays.HARD_STOP, "the usage says spend.enabled: false")
 
-    make_reading(remaining_percent=60.0, evidence=hard, now=NOW + timedelta(seconds=30))
+    make_reading(remaining_percent=60.0, evidence=hard, now=NOW + timedelta(seconds=60))
 
-    assert _served(_decide(at=NOW + timedelta(seconds=30))) == [
+    assert _served(_decide(at=NOW + timedelta(seconds=60))) == [
         (SONNET, "subscription", "claude-max-1")
     ]
     assert list(
@@ -101,6 +101,30 @@ def test_newer_hard_stop_evidence_brings_the_plan_back_and_is_audited() -> None:
             "after__effective_overage", flat=True
         )
     ) == ["hard-stop", "meters-to-paid"]
+
+
+def test_hard_stop_evidence_less_than_a_minute_after_can_meter_is_history() -> None:
+    make_connection()
+    make_candidate()
+    make_reading(remaining_percent=60.0, evidence=_can_meter())
+    hard = OverageEvidence(OverageSays.HARD_STOP, "the usage says spend.enabled: false")
+
+    make_reading(remaining_percent=60.0, evidence=hard, now=NOW + timedelta(seconds=59))
+
+    assert Connection.objects.get().overage_evidence["says"] == "can_meter"
+    assert _served(_decide(at=NOW + timedelta(seconds=59))) == []
+
+
+def test_can_meter_evidence_observed_30_s_before_hard_stop_still_wins() -> None:
+    make_connection()
+    hard = OverageEvidence(OverageSays.HARD_STOP, "the usage says spend.enabled: false")
+    make_reading(remaining_percent=60.0, evidence=hard)
+
+    make_reading(
+        remaining_percent=60.0, evidence=_can_meter(), checked_at=NOW - timedelta(seconds=30)
+    )
+
+    assert Connection.objects.get().overage_evidence["says"] == "can_meter"
 
 
 def test_older_evidence_never_replaces_newer() -> None:

@@ -278,7 +278,7 @@ def _claimed(kind: str, offset: int | None, at: datetime) -> datetime | None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(history=_arrivals, ahead=st.one_of(st.none(), st.integers(1, 60)))
-def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose_latest_truth_is_exhausted(  # noqa: E501
+def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_exhausted_within_a_minute_of_its_latest_truth(  # noqa: E501
     history: list[tuple[str, float | None, int, int | None]], ahead: int | None
 ) -> None:
     Connection.objects.all().delete()
@@ -299,6 +299,7 @@ def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose
     for position, (kind, remaining, gap, offset) in enumerate(history):
         at += timedelta(seconds=gap)
         claimed = _claimed(kind, offset, at)
+        previous = Connection.objects.get(pk=plan.pk).current_reading
         with mock.patch.object(readings, "server_clock", lambda at=at: at):
             _receive(kind, remaining, claimed, at)
         newest = QuotaReading.objects.order_by("-pk").first()
@@ -310,17 +311,31 @@ def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_whose
         current = Connection.objects.get(pk=plan.pk)
         served = _subscription_served(at + timedelta(seconds=1))
         latest = max(truths)
+        minute = timedelta(seconds=60)
         server_stamped = kind in ("exhausted-event", "rejected-headers") or (
             kind == "push" and (offset is None or offset >= 0)
         )
+        # A truth that is not an exhaustion, received less than a minute after the
+        # exhaustion held as current, is held back (api.md: the less safe one wins).
+        held_back = (
+            newest.status != "EXHAUSTED"
+            and previous is not None
+            and previous.status == "EXHAUSTED"
+            and previous.checked_at <= at < previous.checked_at + minute
+        )
         if server_stamped:
-            # The truth just received is current at once, whatever was stored before.
-            assert current.current_reading_id == newest.pk
-        if ahead is None:
+            # The truth just received is current at once, whatever was stored before,
+            # but for that.
+            assert (current.current_reading_id == newest.pk) is not held_back
+        exhausted = [t for t in truths if t[2] == "EXHAUSTED"]
+        others = [t for t in truths if t[2] != "EXHAUSTED"]
+        in_conflict = any(abs(e[0] - o[0]) < minute for e in exhausted for o in others)
+        if ahead is None and not in_conflict:
             # The current reading is the one observed last (ties: received last).
             assert current.current_reading_id == latest[3]
-            if latest[2] == "EXHAUSTED":
-                assert served == []
+        if ahead is None and any(e[0] > latest[0] - minute for e in exhausted):
+            # An exhaustion within a minute of the latest truth: nothing outranked it.
+            assert served == []
         elif server_stamped and newest.status == "EXHAUSTED":
             assert served == []
 
@@ -419,15 +434,120 @@ def test_quota_exhausted_event_stores_an_exhausted_reading() -> None:
     assert _connection().hysteresis_state == "dropped_out"
 
 
-def test_success_clears_failures_and_cooldown() -> None:
+def test_success_a_minute_after_the_failure_clears_failures_and_cooldown() -> None:
     make_connection()
     services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
 
-    result = services.apply_event("claude-max-1", kind="success", now=NOW)
+    result = services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=60))
 
     connection = _connection()
     assert (result.cooldown_until, result.consecutive_failures) == (None, 0)
     assert (connection.cooldown_until, connection.consecutive_failures) == (None, 0)
+    assert (connection.failure_observed_at, connection.success_observed_at) == (
+        NOW,
+        NOW + timedelta(seconds=60),
+    )
+
+
+def test_a_success_within_a_minute_of_the_failure_leaves_its_cooldown() -> None:
+    make_connection()
+    services.apply_event("claude-max-1", kind="rate_limited", retry_after_seconds=600, now=NOW)
+
+    result = services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=30))
+
+    until = NOW + timedelta(seconds=600)
+    assert (result.cooldown_until, result.cooldown_seconds, result.consecutive_failures) == (
+        until,
+        570.0,
+        1,
+    )
+    connection = _connection()
+    assert (connection.cooldown_until, connection.consecutive_failures) == (until, 1)
+
+
+def test_a_late_success_observed_before_the_exhaustion_does_not_bring_the_plan_back() -> None:
+    # A long response began before the window ran out; its success ends after the 429.
+    make_connection()
+    make_candidate(connection_id="claude-max-1")
+    services.apply_event("claude-max-1", kind="quota_exhausted", now=NOW)
+
+    services.apply_event(
+        "claude-max-1",
+        kind="success",
+        headers={"anthropic-ratelimit-unified-5h-utilization": "0.5"},
+        observed_at=NOW - timedelta(seconds=5),
+        now=NOW + timedelta(seconds=90),
+    )
+
+    connection = _connection()
+    assert (connection.consecutive_failures, connection.current_reading.status) == (1, "EXHAUSTED")
+    assert _subscription_served(NOW + timedelta(seconds=91)) == []
+
+
+def test_a_success_once_the_cooldown_ended_clears_the_count() -> None:
+    make_connection()
+    services.apply_event("claude-max-1", kind="rate_limited", retry_after_seconds=5, now=NOW)
+
+    result = services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=5))
+
+    assert (result.cooldown_until, result.consecutive_failures) == (None, 0)
+
+
+def test_a_failure_observed_long_before_the_success_that_cleared_is_stale() -> None:
+    make_connection()
+    services.apply_event("claude-max-1", kind="error", now=NOW)
+    services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=120))
+
+    stale = services.apply_event(
+        "claude-max-1",
+        kind="error",
+        observed_at=NOW + timedelta(seconds=30),
+        now=NOW + timedelta(seconds=130),
+    )
+    near = services.apply_event(
+        "claude-max-1",
+        kind="error",
+        observed_at=NOW + timedelta(seconds=100),
+        now=NOW + timedelta(seconds=131),
+    )
+
+    assert (stale.cooldown_until, stale.consecutive_failures) == (None, 0)
+    assert near.consecutive_failures == 1
+    assert _connection().failure_observed_at == NOW + timedelta(seconds=100)
+
+
+def test_an_exhaustion_from_a_gateway_whose_clock_runs_behind_still_drops_the_plan() -> None:
+    make_connection()
+    make_candidate(connection_id="claude-max-1")
+    services.store_reading(
+        "claude-max-1", services.ReadingInput(remaining_percent=80.0, checked_at=NOW), now=NOW
+    )
+
+    services.store_reading(
+        "claude-max-1",
+        services.ReadingInput(status="EXHAUSTED", checked_at=NOW - timedelta(seconds=30)),
+        now=NOW + timedelta(seconds=1),
+    )
+
+    connection = _connection()
+    assert (connection.current_reading.status, connection.hysteresis_state) == (
+        "EXHAUSTED",
+        "dropped_out",
+    )
+    assert _subscription_served(NOW + timedelta(seconds=2)) == []
+
+
+def test_an_event_observed_more_than_a_minute_ahead_is_refused_and_changes_nothing() -> None:
+    make_connection()
+    before = _event_state()
+
+    with pytest.raises(ValidationError) as refused:
+        services.apply_event(
+            "claude-max-1", kind="error", observed_at=NOW + timedelta(seconds=61), now=NOW
+        )
+
+    assert refused.value.message_dict == {"observed_at": ["More than 60 s in the future."]}
+    assert _event_state() == before
 
 
 def _event_state() -> tuple[list[Any], ...]:

@@ -164,13 +164,13 @@ def test_a_success_for_an_unknown_connection_is_not_found_after_one_query(
 
 def test_a_success_clearing_a_cooldown_in_force_bumps(django_assert_num_queries: Any) -> None:
     make_connection()
-    services.apply_event("claude-max-1", kind="rate_limited", now=NOW)
+    services.apply_event("claude-max-1", kind="rate_limited", retry_after_seconds=600, now=NOW)
     _warm()
     state = _state()
 
     # lookup; counters; savepoint; lock; update; bump; release.
     with django_assert_num_queries(7):
-        services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=1))
+        services.apply_event("claude-max-1", kind="success", now=NOW + timedelta(seconds=60))
 
     connection = _connection()
     assert (connection.cooldown_until, connection.consecutive_failures, _state()) == (
