@@ -236,7 +236,7 @@ class HysteresisOut(Schema):
     reason: str
 
 
-class ForecastOut(Schema):
+class ForecastFieldsOut(Schema):
     runs_out_at: datetime | None
     before_reset: bool | None
     paid_until_reset_usd: float | None
@@ -244,6 +244,14 @@ class ForecastOut(Schema):
     reset_at: datetime | None
     paid_by_rung: dict[str, float]
     sentence: str
+
+
+class ScopeForecastOut(ForecastFieldsOut):
+    model_scope: str
+
+
+class ForecastOut(ForecastFieldsOut):
+    scopes: list[ScopeForecastOut]  # one per model scope (docs/FORECASTS.md)
 
 
 class ScopedOut(Schema):

@@ -16,6 +16,20 @@ FORECAST = {
     "paid_by_rung": {"cheap": 3.1, "premium": 0.0},
     "sentence": "claude-max-1 runs out in about 2 h, 3 h before its reset; at the "
     "current mix the cheap rung takes about $3.10 until then.",
+    "scopes": [
+        {
+            "model_scope": "opus",
+            "runs_out_at": "2026-11-29T13:10:00Z",
+            "before_reset": True,
+            "paid_until_reset_usd": 73.19,
+            "basis": "from 7 readings over the last 52 min, and the paid rungs' spend over "
+            "the last 60 min",
+            "reset_at": "2026-12-02T12:00:00Z",
+            "paid_by_rung": {"cheap": 73.19, "premium": 0.0},
+            "sentence": "claude-max-1 (model scope opus) runs out in about 1 h, 3 d before "
+            "its reset; at the current mix the cheap rung takes about $73.19 until then.",
+        }
+    ],
 }
 
 EXAMPLES: dict[str, dict[str, Any]] = {

@@ -23,12 +23,15 @@ The rules, each on purpose:
 - The paid spend expected until the reset is each paid rung's recent spend per minute
   times the minutes from the run-out (or now, if later) to the reset, capped by what the
   rung's budget still allows (a budget stops the rung): the current mix of paid traffic.
+- A window scoped to a model (spec/ladder.md, "Windows scoped to a model") is forecast
+  by the same `forecast`, on the scope's own readings: at each reading that carries
+  windows of the scope, the scope's binding window among them (`scope_readings`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -36,7 +39,8 @@ from enum import StrEnum
 from typing import Final
 
 from ladder.core.prose import instant_text, money_text
-from ladder.core.types import Rung
+from ladder.core.quota import binding_reading
+from ladder.core.types import Rung, WindowReading
 
 MIN_READINGS: Final = 3
 MAX_READINGS: Final = 12
@@ -182,6 +186,55 @@ def forecast(
         paid,
         paid_lookback_minutes,
     )
+
+
+def scope_readings(
+    readings: Iterable[tuple[datetime, Sequence[WindowReading]]],
+) -> dict[str, list[ForecastReading]]:
+    """Each model scope's readings, from (checked_at, windows) pairs: at each reading that
+    carries windows of the scope, the scope's binding window among them (least remaining;
+    ties, the later reset), as the ladder judges the scope."""
+    by_scope: dict[str, list[ForecastReading]] = {}
+    for checked_at, windows in readings:
+        grouped: dict[str, list[WindowReading]] = {}
+        for window in windows:
+            if window.model_scope is not None:
+                unscoped = WindowReading(window.name, window.remaining_percent, window.reset_at)
+                grouped.setdefault(window.model_scope, []).append(unscoped)
+        for scope, scoped in grouped.items():
+            binding = binding_reading(scoped)
+            if binding is not None:
+                by_scope.setdefault(scope, []).append(
+                    ForecastReading(checked_at, binding.remaining_percent, binding.reset_at)
+                )
+    return by_scope
+
+
+def scope_forecasts(
+    readings: Iterable[tuple[datetime, Sequence[WindowReading]]],
+    *,
+    now: datetime,
+    exit_cutoff_percent: float,
+    dropped_out_since: Mapping[str, datetime] | None = None,
+    paid: Sequence[PaidPace] = (),
+    paid_lookback_minutes: int = 60,
+) -> tuple[tuple[str, Forecast], ...]:
+    """Each model scope's forecast, sorted by scope: `forecast` on the scope's readings,
+    with the scope's own drop-out (its hysteresis is kept per scope)."""
+    dropped = dropped_out_since or {}
+    made = []
+    for scope, scoped in sorted(scope_readings(readings).items()):
+        result = forecast(
+            scoped,
+            now=now,
+            exit_cutoff_percent=exit_cutoff_percent,
+            dropped_out_since=dropped.get(scope),
+            paid=paid,
+            paid_lookback_minutes=paid_lookback_minutes,
+        )
+        if result is not None:
+            made.append((scope, result))
+    return tuple(made)
 
 
 def _ran_out_at(

@@ -1,5 +1,7 @@
 """Forecasts, the shell: load a plan connection's newest readings and the paid rungs'
-recent pace from the ledger, and hand them to the pure `ladder.core.forecast`.
+recent pace from the ledger, and hand them to the pure `ladder.core.forecast`: the
+connection's binding window, and each window scoped to a model (from the same readings'
+`windows`, the scope's drop-out from the connection's stored model scopes).
 
 Constant queries whatever the fleet: one for the newest `MAX_READINGS` readings of every
 connection asked about, with the connection's fields (a window function), one for the
@@ -24,7 +26,7 @@ from django.db.models.functions import RowNumber
 
 from billing.classify import Billing
 from billing.services import load_catalog
-from ladder.core import HysteresisState, LadderConfig, Rung
+from ladder.core import HysteresisState, LadderConfig, Rung, WindowReading
 from ladder.core.forecast import (
     MAX_READINGS,
     SAME_WINDOW_TOLERANCE,
@@ -40,18 +42,26 @@ from ladder.core.scopes import reserve_config
 from ladder.models import Connection, QuotaReading, SpendEntry, WindowForecast
 from ladder.services.common import PAID_RUNGS
 from ladder.services.config import load_config
+from ladder.services.forecast_scopes import (
+    ScopeForecast,
+    forecasts_per_scope,
+    scoped_windows,
+    scopes_dropped_out,
+)
 from ladder.services.loading import spend_in_window
 from ladder.services.spend_ledger import _text as csv_text
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectionForecast:
-    """One plan connection's forecast, with the name its sentence uses."""
+    """One plan connection's forecast, with the name its sentence uses, and one per
+    model scope its readings carry a window for (sorted by scope)."""
 
     connection_id: str
     name: str
     forecast: Forecast
     sentence: str
+    scopes: tuple[ScopeForecast, ...] = ()
 
 
 def lookback_minutes() -> int:
@@ -91,7 +101,7 @@ def paid_paces(
     return paces
 
 
-_READING_FIELDS = ("checked_at", "remaining_percent", "reset_at")
+_READING_FIELDS = ("checked_at", "remaining_percent", "reset_at", "windows")
 _CONNECTION_FIELDS = (
     "connection__connection_id",
     "connection__label",
@@ -100,6 +110,7 @@ _CONNECTION_FIELDS = (
     "connection__hysteresis_state",
     "connection__hysteresis_since",
     "connection__exit_cutoff_percent",
+    "connection__scoped_state",
 )
 
 
@@ -129,20 +140,32 @@ class _Plan:
     dropped_out_since: datetime | None
     # The connection's own exit cutoff (its reserve; None: the settings').
     exit_cutoff_percent: float | None
+    # Since when each model scope that has dropped out has (its stored hysteresis).
+    scopes_dropped_out_since: dict[str, datetime]
     readings: list[ForecastReading]
+    windows: list[tuple[datetime, list[WindowReading]]]
 
 
 def _plans(rows: Iterable[Sequence[Any]]) -> list[_Plan]:
     plans: dict[str, _Plan] = {}
-    for connection_id, label, provider, auth_type, state, since, cutoff, *reading in rows:
-        checked, left, reset = reading
+    for connection_id, label, provider, auth_type, state, since, cutoff, scoped, *reading in rows:
+        checked, left, reset, windows = reading
         plan = plans.get(connection_id)
         if plan is None:
             dropped = since if state == HysteresisState.DROPPED_OUT else None
             plan = plans[connection_id] = _Plan(
-                connection_id, label or connection_id, provider, auth_type, dropped, cutoff, []
+                connection_id,
+                label or connection_id,
+                provider,
+                auth_type,
+                dropped,
+                cutoff,
+                scopes_dropped_out(scoped),
+                [],
+                [],
             )
         plan.readings.append(ForecastReading(checked, left, reset))
+        plan.windows.append((checked, scoped_windows(windows)))
     return list(plans.values())
 
 
@@ -166,10 +189,20 @@ def _forecasts(
             paid=paces,
             paid_lookback_minutes=lookback_minutes(),
         )
-        if made is not None:
-            result[plan.connection_id] = ConnectionForecast(
-                plan.connection_id, plan.name, made, forecast_sentence(plan.name, made, now)
-            )
+        if made is None:
+            continue
+        scopes = forecasts_per_scope(
+            plan.windows,
+            name=plan.name,
+            now=now,
+            exit_cutoff_percent=cutoff,
+            dropped_out_since=plan.scopes_dropped_out_since,
+            paces=paces,
+            lookback_minutes=lookback_minutes(),
+        )
+        result[plan.connection_id] = ConnectionForecast(
+            plan.connection_id, plan.name, made, forecast_sentence(plan.name, made, now), scopes
+        )
     return result
 
 
@@ -417,11 +450,7 @@ def outcome_json(o: ForecastOutcome) -> dict[str, object]:
     }
 
 
-def forecast_json(item: ConnectionForecast | None) -> dict[str, object] | None:
-    """The API's `forecast` object (spec/api.md, Status), or None."""
-    if item is None:
-        return None
-    made = item.forecast
+def _forecast_fields(made: Forecast, sentence: str) -> dict[str, object]:
     paid = made.paid_until_reset_usd
     return {
         "runs_out_at": made.runs_out_at,
@@ -430,12 +459,30 @@ def forecast_json(item: ConnectionForecast | None) -> dict[str, object] | None:
         "basis": made.basis,
         "reset_at": made.reset_at,
         "paid_by_rung": {rung.label: float(usd) for rung, usd in made.paid_by_rung},
-        "sentence": item.sentence,
+        "sentence": sentence,
+    }
+
+
+def forecast_json(item: ConnectionForecast | None) -> dict[str, object] | None:
+    """The API's `forecast` object (spec/api.md, Status), or None; `scopes` holds one
+    per model scope, each with the same fields and its `model_scope`."""
+    if item is None:
+        return None
+    return {
+        **_forecast_fields(item.forecast, item.sentence),
+        "scopes": [
+            {
+                "model_scope": scoped.model_scope,
+                **_forecast_fields(scoped.forecast, scoped.sentence),
+            }
+            for scoped in item.scopes
+        ],
     }
 
 
 __all__ = [
     "ConnectionForecast",
+    "ScopeForecast",
     "forecast_json",
     "forecast_of",
     "paid_paces",

@@ -108,21 +108,27 @@ def observe(now: datetime) -> rules.Observation:
     forecasts = [
         rules.ForecastObservation(
             connection_id=item.connection_id,
-            runs_out_at=item.forecast.runs_out_at,
-            reset_at=item.forecast.reset_at,
-            before_reset=item.forecast.before_reset,
-            has_run_out=item.forecast.has_run_out,
-            paid_until_reset_usd=item.forecast.paid_until_reset_usd,
-            paid_by_rung={rung.label: usd for rung, usd in item.forecast.paid_by_rung},
-            basis=item.forecast.basis,
-            sentence=item.sentence,
+            runs_out_at=made.runs_out_at,
+            reset_at=made.reset_at,
+            before_reset=made.before_reset,
+            has_run_out=made.has_run_out,
+            paid_until_reset_usd=made.paid_until_reset_usd,
+            paid_by_rung={rung.label: usd for rung, usd in made.paid_by_rung},
+            basis=made.basis,
+            sentence=sentence,
+            model_scope=scope,
         )
         for item in services.plan_forecasts(
             now=now,
             config=config,
             window_spent={Rung.from_label(rung): b.spent_usd for rung, b in spend.rungs.items()},
         )
-        if item.forecast.runs_out_at is not None
+        # The connection's binding window, then each model scope's (its own plan_low).
+        for scope, made, sentence in (
+            (None, item.forecast, item.sentence),
+            *((scoped.model_scope, scoped.forecast, scoped.sentence) for scoped in item.scopes),
+        )
+        if made.runs_out_at is not None
     ]
     return rules.Observation(
         now=now,

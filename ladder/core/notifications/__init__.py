@@ -18,6 +18,7 @@ a subject first seen unhealthy is notified, one first seen healthy is not):
                         budget window and one budget amount
     low:<connection>    ok | low (forecast to run out before its reset), scoped to one
                         window (its reset): once per window
+    low:<conn.>/<scope> the same for one model scope's window (a connection id has no `/`)
 """
 
 from ladder.core.notifications.rules import (

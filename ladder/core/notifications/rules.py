@@ -239,11 +239,14 @@ def _forecasts(run: _Run, observed: Observation) -> None:
     # Once per window: the state is scoped by the window's reset, so a forecast that
     # wavers (before the reset, after it, before it again) is told once, and the next
     # window starts afresh. A plan that has run out already is `plan_exhausted`'s news.
-    for seen in sorted(observed.forecasts, key=lambda f: f.connection_id):
+    # A model scope's window is its own subject: told once per window of that scope.
+    for seen in sorted(observed.forecasts, key=lambda f: (f.connection_id, f.model_scope or "")):
         reset_at = seen.reset_at
         if seen.before_reset is not True or seen.has_run_out or reset_at is None:
             continue
         subject = LOW_PREFIX + seen.connection_id
+        if seen.model_scope is not None:
+            subject += "/" + seen.model_scope
         old = run.previous.get(subject)
         if old is not None and old.status == LOW and _same_window(old.scope, reset_at):
             continue
@@ -256,6 +259,7 @@ def _forecasts(run: _Run, observed: Observation) -> None:
             f"{seen.sentence} Forecast {seen.basis}.",
             {
                 "connection_id": seen.connection_id,
+                "model_scope": seen.model_scope,
                 "runs_out_at": iso(seen.runs_out_at),
                 "reset_at": iso(reset_at),
                 "before_reset": True,

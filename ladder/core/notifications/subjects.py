@@ -115,6 +115,8 @@ class ForecastObservation:
     paid_by_rung: Mapping[str, Decimal]
     basis: str
     sentence: str
+    # The model scope whose window this forecasts (None: the connection's binding window).
+    model_scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

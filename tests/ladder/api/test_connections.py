@@ -524,6 +524,7 @@ def test_status_of_a_plan_connection_shows_verdict_rung_reading_and_state(gatewa
             "paid_by_rung": {},
             "sentence": "No forecast for claude-max-1: 1 reading in this window, 3 needed "
             "for a forecast.",
+            "scopes": [],
         },
         "cooldown_until": None,
         "consecutive_failures": 0,

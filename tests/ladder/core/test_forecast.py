@@ -18,8 +18,11 @@ from ladder.core.forecast import (
     forecast,
     forecast_sentence,
     judge,
+    scope_forecasts,
+    scope_readings,
     window_readings,
 )
+from ladder.core.types import WindowReading
 from tests.ladder.core.factories import NOW
 
 CUTOFF = 2.0
@@ -330,3 +333,128 @@ def test_a_windows_outcome_is_judged_against_its_forecast(
     )
 
     assert judged == (outcome, error)
+
+
+# --- windows scoped to a model: the same forecast, on each scope's readings ----------------
+
+WEEK = NOW + timedelta(days=3)
+
+
+def windowed(
+    points: Sequence[tuple[float, Sequence[WindowReading]]],
+) -> list[tuple[datetime, Sequence[WindowReading]]]:
+    """Readings (minutes before NOW, their windows)."""
+    return [(NOW - minutes(ago), windows) for ago, windows in points]
+
+
+def five_hour(left: float) -> WindowReading:
+    return WindowReading("five_hour", left, RESET)
+
+
+def opus(left: float, reset_at: datetime = WEEK) -> WindowReading:
+    return WindowReading("seven_day_opus", left, reset_at, model_scope="opus")
+
+
+def test_a_scoped_linear_burn_is_forecast_from_the_scopes_window_alone() -> None:
+    # The unscoped five-hour window is flat at 80 %; Opus's weekly cap burns 0.5 % a
+    # minute; Sonnet's scope has two windows, the binding one (least left) flat at 60 %.
+    sonnet = [
+        WindowReading("seven_day_sonnet", 90.0, WEEK, model_scope="sonnet"),
+        WindowReading("sonnet_daily", 60.0, RESET, model_scope="sonnet"),
+    ]
+    readings = windowed(
+        [(ago, [five_hour(80.0), opus(left), *sonnet])
+         for ago, left in ((50, 62), (40, 57), (30, 52), (20, 47), (10, 42), (0, 37))]
+    )  # fmt: skip
+
+    made = dict(scope_forecasts(readings, now=NOW, exit_cutoff_percent=CUTOFF, paid=PAID))
+
+    assert list(made) == ["opus", "sonnet"]
+    scoped = made["opus"]
+    # 37 % at 0.5 % a minute: 35 points above the cutoff last 70 minutes.
+    assert scoped.runs_out_at == NOW + minutes(70)
+    assert scoped.before_reset is True
+    assert scoped.reset_at == WEEK
+    assert scoped.rate_percent_per_hour == 30.0
+    assert scoped.readings_used == 6
+    # From the run-out to the weekly reset: 4250 minutes at each rung's pace.
+    assert scoped.paid_by_rung == (
+        (Rung.CHEAP, Decimal("85.00")),
+        (Rung.PREMIUM, Decimal("42.50")),
+    )
+    assert scoped.basis == (
+        "from 6 readings over the last 50 min, and the paid rungs' spend over the last 60 min"
+    )
+    assert made["sonnet"].runs_out_at is None
+    assert made["sonnet"].reset_at == RESET
+    assert made["sonnet"].basis == "not running down (from 6 readings over the last 50 min)"
+    assert forecast_sentence("Claude Max 2 (model scope opus)", scoped, NOW) == (
+        "Claude Max 2 (model scope opus) runs out in about 1 h, 3 d before its reset; at the "
+        "current mix the cheap rung takes about $85.00 and the premium rung about $42.50 "
+        "until then."
+    )
+
+
+def test_a_scope_whose_reset_comes_inside_the_horizon_is_not_forecast_before_it() -> None:
+    reset = NOW + minutes(30)
+    readings = windowed(
+        [(ago, [five_hour(80.0), opus(left, reset)]) for ago, left in ((20, 47), (10, 42), (0, 37))]
+    )
+
+    ((scope, scoped),) = scope_forecasts(readings, now=NOW, exit_cutoff_percent=CUTOFF, paid=PAID)
+
+    assert scope == "opus"
+    assert scoped.runs_out_at == NOW + minutes(70)
+    assert scoped.before_reset is False
+    assert scoped.paid_until_reset_usd == Decimal("0.00")
+    assert forecast_sentence("max-2 (model scope opus)", scoped, NOW) == (
+        "max-2 (model scope opus) runs out in about 1 h, 40 min after its reset: "
+        "the reset comes first."
+    )
+
+
+def test_too_few_scoped_readings_give_no_forecast_whatever_the_connection_has() -> None:
+    # Six readings of the connection; the Opus window only in the newest two.
+    readings = windowed(
+        [(50, [five_hour(80.0)]), (40, [five_hour(79.0)]), (30, [five_hour(78.0)]),
+         (20, [five_hour(77.0)]), (10, [five_hour(76.0), opus(40.0)]),
+         (0, [five_hour(75.0), opus(30.0)])]
+    )  # fmt: skip
+
+    ((scope, scoped),) = scope_forecasts(readings, now=NOW, exit_cutoff_percent=CUTOFF, paid=PAID)
+
+    assert scope == "opus"
+    assert scoped.runs_out_at is None
+    assert scoped.before_reset is None
+    assert scoped.paid_until_reset_usd is None
+    assert scoped.readings_used == 2
+    assert scoped.basis == "2 readings in this window, 3 needed for a forecast"
+
+
+def test_a_scope_that_dropped_out_has_run_out_since_it_did() -> None:
+    readings = windowed(
+        [(ago, [five_hour(80.0), opus(left)]) for ago, left in ((30, 9), (20, 4), (10, 3), (0, 3))]
+    )
+    dropped = NOW - minutes(20)
+
+    ((_, scoped),) = scope_forecasts(
+        readings, now=NOW, exit_cutoff_percent=CUTOFF, dropped_out_since={"opus": dropped}
+    )
+
+    assert scoped.has_run_out is True
+    assert scoped.runs_out_at == dropped
+    assert scoped.before_reset is True
+
+
+def test_scope_readings_take_each_scopes_binding_window_and_skip_the_unscoped() -> None:
+    at_reset = WindowReading("seven_day_opus_b", 20.0, RESET, model_scope="opus")
+    later = WindowReading("seven_day_opus_c", 20.0, WEEK, model_scope="opus")
+    readings = windowed([(10, [five_hour(5.0), opus(50.0)]), (0, [at_reset, later, opus(70.0)])])
+
+    assert scope_readings(readings) == {
+        "opus": [
+            ForecastReading(NOW - minutes(10), 50.0, WEEK),
+            # A tie on the least left: the later reset binds.
+            ForecastReading(NOW, 20.0, WEEK),
+        ]
+    }

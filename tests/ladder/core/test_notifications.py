@@ -702,6 +702,43 @@ def test_plan_low_is_not_sent_when_the_reset_comes_first_or_the_plan_ran_out(
     assert run_script([observed]) == [[]]
 
 
+def scoped_low(seconds: float, *scopes: tuple[str | None, datetime]) -> Observation:
+    """The connection's forecast and each model scope's, all before their resets."""
+    plain = low(seconds).forecasts[0]
+    return Observation(
+        now=at(seconds),
+        forecasts=[
+            replace(plain, model_scope=scope, reset_at=reset_at) for scope, reset_at in scopes
+        ],
+    )
+
+
+def test_plan_low_is_sent_once_per_window_of_each_model_scope() -> None:
+    week_1, week_2 = at(3 * 86400), at(10 * 86400)
+    steps = run_script(
+        [
+            scoped_low(0, (None, RESET_1), ("opus", week_1)),
+            scoped_low(30, (None, RESET_1), ("opus", week_1), ("sonnet", week_1)),
+            scoped_low(5 * 3600, (None, RESET_2), ("opus", week_1)),  # opus: the same week
+            scoped_low(4 * 86400, ("opus", week_2)),  # opus's next week: told again
+        ]
+    )
+
+    assert steps == [
+        [("plan_low", "low:claude-max-1#1", at(0)), ("plan_low", "low:claude-max-1/opus#1", at(0))],
+        [("plan_low", "low:claude-max-1/sonnet#1", at(30))],
+        [("plan_low", "low:claude-max-1#2", at(5 * 3600))],
+        [("plan_low", "low:claude-max-1/opus#2", at(4 * 86400))],
+    ]
+
+
+def test_a_scopes_plan_low_names_its_scope_in_the_details() -> None:
+    (transition,) = rules.evaluate({}, scoped_low(0, ("opus", RESET_1))).transitions
+
+    assert transition.subject == "low:claude-max-1/opus"
+    assert transition.details["model_scope"] == "opus"
+
+
 def test_plan_low_carries_the_forecast_in_its_details_and_summary() -> None:
     (transition,) = rules.evaluate({}, low(0)).transitions
 
@@ -711,6 +748,7 @@ def test_plan_low_carries_the_forecast_in_its_details_and_summary() -> None:
     )
     assert transition.details == {
         "connection_id": "claude-max-1",
+        "model_scope": None,
         "runs_out_at": "2026-11-29T13:00:00+00:00",
         "reset_at": "2026-11-29T16:00:00+00:00",
         "before_reset": True,

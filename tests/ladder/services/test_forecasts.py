@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from billing import services as billing_services
 from ladder import services
+from ladder.core import WindowReading
 from ladder.core.forecast import Outcome
 from ladder.models import Connection, LadderSettings, WindowForecast
 from tests.ladder.factories import NOW, api, iso, make_connection, make_reading, make_token
@@ -172,7 +173,7 @@ def test_the_forecasts_queries_do_not_grow_with_the_fleet(
         services.plan_forecasts(now=NOW)
     for number in range(2, 7):
         make_connection(f"claude-max-{number}")
-        burn(f"claude-max-{number}")
+        scoped_burn(f"claude-max-{number}", (40.0, 30.0, 20.0))  # and two model scopes
         for extra in range(15):  # more readings than a forecast reads, of the last window
             make_reading(f"claude-max-{number}", now=NOW - minutes(60 + extra),
                          checked_at=NOW - minutes(60 + extra), remaining_percent=80.0,
@@ -183,6 +184,7 @@ def test_the_forecasts_queries_do_not_grow_with_the_fleet(
 
     assert len(made) == 6
     assert {m.forecast.runs_out_at for m in made} == {NOW + minutes(70)}
+    assert sum(len(m.scopes) for m in made) == 10
 
 
 def test_the_status_api_carries_the_forecast(priced: None) -> None:
@@ -203,6 +205,139 @@ def test_the_status_api_carries_the_forecast(priced: None) -> None:
     assert forecast["basis"] == (
         "from 3 readings over the last 20 min, and the paid rungs' spend over the last 60 min"
     )
+
+
+# --- windows scoped to a model ------------------------------------------------------------
+
+WEEK = NOW + timedelta(days=3)
+
+
+def scoped_burn(
+    connection_id: str,
+    opus: tuple[float, float, float],
+    *,
+    now: Any = NOW,
+    sonnet: tuple[float, float] = (90.0, 89.0),
+) -> None:
+    """Three readings 10 minutes apart, the newest at `now`: the five-hour window burning
+    0.5 % a minute, Opus's weekly cap at `opus`, Sonnet's only in the newest two."""
+    five_hour = (47.0, 42.0, 37.0)
+    for index, ago in enumerate((20, 10, 0)):
+        at = now - minutes(ago)
+        windows = [
+            WindowReading("five_hour", five_hour[index], now + timedelta(hours=4)),
+            WindowReading("seven_day_opus", opus[index], now + timedelta(days=3), "opus"),
+        ]
+        if index:
+            sonnet_left = sonnet[index - 1]
+            windows.append(
+                WindowReading("seven_day_sonnet", sonnet_left, now + timedelta(days=3), "sonnet")
+            )
+        make_reading(connection_id, now=at, checked_at=at, remaining_percent=five_hour[index],
+                     reset_at=now + timedelta(hours=4), windows=tuple(windows))  # fmt: skip
+
+
+def test_each_scoped_window_is_forecast_from_its_own_readings(priced: None) -> None:
+    make_connection("claude-max-1", label="Team Max")
+    scoped_burn("claude-max-1", (40.0, 30.0, 20.0))
+    spend("c1", "1.20", NOW - minutes(30))
+
+    made = services.forecast_of(Connection.objects.get(connection_id="claude-max-1"), now=NOW)
+
+    assert made is not None
+    assert made.forecast.runs_out_at == NOW + minutes(70)  # the unscoped window, unchanged
+    assert [scoped.model_scope for scoped in made.scopes] == ["opus", "sonnet"]
+    opus, sonnet = (scoped.forecast for scoped in made.scopes)
+    # 20 % at 1 % a minute: 18 min to the 2 % cutoff; then 4302 min to the weekly reset
+    # at 0.02 USD a minute on cheap.
+    assert opus.runs_out_at == NOW + minutes(18)
+    assert opus.before_reset is True
+    assert opus.reset_at == WEEK
+    assert opus.paid_until_reset_usd == Decimal("86.04")
+    assert made.scopes[0].sentence == (
+        "Team Max (model scope opus) runs out in about 18 min, 3 d before its reset; at the "
+        "current mix the cheap rung takes about $86.04 until then."
+    )
+    assert sonnet.runs_out_at is None
+    assert sonnet.basis == "2 readings in this window, 3 needed for a forecast"
+
+
+def test_a_scope_that_dropped_out_is_forecast_as_run_out_since_it_did(priced: None) -> None:
+    make_connection("claude-max-1", label="Team Max")
+    # Opus drops out under the 2 % cutoff 10 minutes ago, then hovers under the 5 % floor.
+    scoped_burn("claude-max-1", (10.0, 1.5, 4.0))
+
+    made = services.forecast_of(Connection.objects.get(connection_id="claude-max-1"), now=NOW)
+
+    assert made is not None
+    opus = made.scopes[0]
+    assert (opus.model_scope, opus.forecast.has_run_out) == ("opus", True)
+    assert opus.forecast.runs_out_at == NOW - minutes(10)
+    assert opus.sentence == (
+        "Team Max (model scope opus) ran out about 10 min ago, 3 d before its reset; no paid "
+        "rung has spent lately, so nothing paid is expected until then."
+    )
+
+
+def test_the_status_api_carries_a_forecast_per_scope(priced: None) -> None:
+    gateway = make_token()
+    now = timezone.now().replace(microsecond=0)
+    make_connection("claude-max-1")
+    scoped_burn("claude-max-1", (40.0, 30.0, 20.0), now=now)
+    spend("c1", "1.20", now - minutes(30))
+
+    response = api("get", "/api/v1/connections/claude-max-1/status", gateway)
+
+    assert response.status_code == 200
+    opus, sonnet = response.json()["forecast"]["scopes"]
+    assert opus == {
+        "runs_out_at": iso(now + minutes(18)),
+        "before_reset": True,
+        "paid_until_reset_usd": 86.04,
+        "basis": "from 3 readings over the last 20 min, and the paid rungs' spend over the "
+        "last 60 min",
+        "reset_at": iso(now + timedelta(days=3)),
+        "paid_by_rung": {"cheap": 86.04, "premium": 0.0},
+        "sentence": "claude-max-1 (model scope opus) runs out in about 18 min, 3 d before its "
+        "reset; at the current mix the cheap rung takes about $86.04 until then.",
+        "model_scope": "opus",
+    }
+    assert sonnet == {
+        "runs_out_at": None,
+        "before_reset": None,
+        "paid_until_reset_usd": None,
+        "basis": "2 readings in this window, 3 needed for a forecast",
+        "reset_at": iso(now + timedelta(days=3)),
+        "paid_by_rung": {},
+        "sentence": "No forecast for claude-max-1 (model scope sonnet): 2 readings in this "
+        "window, 3 needed for a forecast.",
+        "model_scope": "sonnet",
+    }
+
+
+def test_the_connection_page_says_each_scopes_forecast_under_the_forecast(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omniroute_admin import dashboard
+    from tests.pages import parse
+    from tests.worlds import signed_in
+
+    monkeypatch.setattr(dashboard, "current_time", lambda: NOW)
+    make_connection("claude-max-1", label="Team Max")
+    scoped_burn("claude-max-1", (40.0, 30.0, 20.0))
+    signed_in(client, "vera", "viewer")
+
+    page = parse(client.get("/connections/claude-max-1/").content)
+
+    (scopes,) = page.by_class("forecast-scopes")
+    assert scopes.attrs["aria-label"] == "Forecast per model scope"
+    assert [item.text for item in scopes.by_tag("li")] == [
+        "Team Max (model scope opus) runs out in about 18 min, 3 d before its reset; no paid "
+        "rung has spent lately, so nothing paid is expected until then. Forecast from 3 "
+        "readings over the last 20 min, and the paid rungs' spend over the last 60 min.",
+        "No forecast for Team Max (model scope sonnet): 2 readings in this window, 3 needed "
+        "for a forecast.",
+    ]
 
 
 # --- forecast against outcome -----------------------------------------------------------

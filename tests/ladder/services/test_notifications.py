@@ -23,6 +23,7 @@ from django.test import override_settings
 
 from billing.models import AuditEntry, BillingCatalogEntry
 from ladder import services
+from ladder.core import WindowReading
 from ladder.core import notifications as rules
 from ladder.core import webhooks as webhook_rules
 from ladder.crypto import decrypt_credential
@@ -767,6 +768,7 @@ def test_plan_low_is_delivered_once_per_window_signed_with_its_forecast(
     )
     assert body["details"] == {
         "connection_id": "claude-max-1",
+        "model_scope": None,
         "runs_out_at": "2026-11-29T13:10:00+00:00",
         "reset_at": "2026-11-29T16:00:00+00:00",
         "before_reset": True,
@@ -775,6 +777,41 @@ def test_plan_low_is_delivered_once_per_window_signed_with_its_forecast(
         "basis": "from 3 readings over the last 20 min, and the paid rungs' spend over the "
         "last 60 min",
     }
+
+
+def test_a_model_scope_forecast_to_run_out_gets_its_own_plan_low_once_per_window(
+    django_capture_on_commit_callbacks: Any, receiver: FakeUpstream, clock: Clock
+) -> None:
+    # The five-hour window flat at 80 % (no forecast of a run-out); Opus's weekly cap
+    # burns 1 % a minute from 20 % at NOW: out at the 2 % cutoff 18 minutes on.
+    make_connection("claude-max-1")
+    for ago, left in ((20, 40.0), (10, 30.0), (0, 20.0)):
+        checked = NOW - timedelta(minutes=ago)
+        windows = (
+            WindowReading("five_hour", 80.0, NOW + timedelta(hours=4)),
+            WindowReading("seven_day_opus", left, NOW + timedelta(days=3), "opus"),
+        )
+        make_reading("claude-max-1", now=checked, checked_at=checked, remaining_percent=80.0,
+                     reset_at=NOW + timedelta(hours=4), windows=windows)  # fmt: skip
+    hook_to(receiver, kinds=("plan_low",))
+
+    (delivery,) = evaluate(django_capture_on_commit_callbacks)
+    again = evaluate(django_capture_on_commit_callbacks, NOW + timedelta(minutes=5))
+    webhook_delivery.deliver(str(delivery.delivery_id))
+
+    assert again == []
+    assert (delivery.kind, delivery.event_key) == ("plan_low", "low:claude-max-1/opus#1")
+    (request,) = receiver.received
+    assert verify(request, WEBHOOK_SECRET, NOW) is True
+    body = json.loads(request.body)
+    assert body["summary"] == (
+        "claude-max-1 (model scope opus) runs out in about 18 min, 3 d before its reset; no "
+        "paid rung has spent lately, so nothing paid is expected until then. Forecast from "
+        "3 readings over the last 20 min, and the paid rungs' spend over the last 60 min."
+    )
+    assert body["details"]["model_scope"] == "opus"
+    assert body["details"]["runs_out_at"] == "2026-11-29T12:18:00+00:00"
+    assert body["details"]["reset_at"] == "2026-12-02T12:00:00+00:00"
 
 
 # --- a slow receiver ---------------------------------------------------------------------
