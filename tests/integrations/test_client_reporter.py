@@ -270,3 +270,33 @@ def test_retry_after_is_read_in_seconds_and_capped() -> None:
 def test_backoff_doubles_to_its_cap_and_honours_a_longer_retry_after() -> None:
     assert [backoff(n) for n in (1, 2, 3, 9, 20)] == [0.2, 0.4, 0.8, 30.0, 30.0]
     assert backoff(1, 3.0) == 3.0
+
+
+def test_closing_twice_answers_the_same_and_changes_nothing(
+    plane: ControlPlane, reporter: Reporter
+) -> None:
+    reporter.put("spend", _spend(1))
+
+    first = reporter.close()
+    second = reporter.close()
+
+    assert (first, second) == (True, True)
+    assert (reporter.sent, len(plane.received)) == ({"spend": 1, "event": 0}, 1)
+    assert reporter.put("spend", _spend(2)) is False  # closed: refused, counted dropped
+    assert reporter.dropped == 1
+
+
+def test_events_go_in_batches_of_at_most_the_servers_maximum_of_100(
+    plane: ControlPlane,
+) -> None:
+    reporter = _reporter(plane, flush_interval=60.0)  # nothing sent before the flush
+    try:
+        for n in range(250):
+            reporter.put("event", {"connection_id": f"c-{n}", "kind": "error"})
+
+        assert reporter.flush()
+    finally:
+        reporter.close()
+
+    assert [len(body["events"]) for _, body in plane.received] == [100, 100, 50]
+    assert reporter.sent == {"spend": 0, "event": 250}

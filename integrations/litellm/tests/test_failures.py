@@ -198,14 +198,17 @@ def test_a_burst_on_a_budgeted_rung_stops_at_its_budget(
             client_options={"request_estimate_usd": {"cheap": float(cost(CHEAP))}},
         )
 
-        async def burst() -> list[Any]:
+        async def burst() -> tuple[list[Any], bool]:
             answers = await asyncio.gather(
                 *(router.acompletion(model="auto/thrifty", messages=MESSAGES) for _ in range(40))
             )
-            await router.aclose()
-            return list(answers)
+            return list(answers), await router.aclose()
 
-        served = [served_by(router, answer) for answer in asyncio.run(burst())]
+        answers, drained = asyncio.run(burst())
+        served = [served_by(router, answer) for answer in answers]
+
+        # Closing again (an atexit hook after the explicit close) answers the same.
+        assert (drained, router.close()) == (True, True)
 
         assert (served.count("cheap"), served.count("premium")) == (5, 35)
         assert upstreams["cheap"].served_count() == 5

@@ -24,7 +24,9 @@ class StubClient:
     def provider_aliases(self) -> dict[str, str]:
         return {}
 
-    def report_response(self, connection_id: str, status: int, headers: dict) -> None:
+    def report_response(
+        self, connection_id: str, status: int, headers: dict, *, model: str | None = None
+    ) -> None:
         self.responses.append(connection_id)
 
     def report_spend(self, entry: dict, *, may_cross_budget: bool) -> None:

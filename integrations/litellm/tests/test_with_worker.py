@@ -70,6 +70,16 @@ def fresh_bills(upstreams: dict[str, FakeUpstream]) -> None:
         upstream.clear()
 
 
+@pytest.fixture
+def closing() -> Iterator[list[OmniRouteRouter]]:
+    """The test's routers, closed after it whatever happened: their hooks are LiteLLM's
+    globals, and one a failed test left open would route the next test's requests."""
+    routers: list[OmniRouteRouter] = []
+    yield routers
+    for router in routers:
+        router.close(timeout=1)  # again after the test's own close: answers the same
+
+
 def first_poll(omniroute: OmniRouteServer, connection_id: str) -> dict[str, Any]:
     """Wait for the worker's first reading of the plan (the beat finds it never read)."""
 
@@ -92,7 +102,9 @@ def plan_in_pool(router: OmniRouteRouter, connection_id: str) -> bool:
 
 
 def test_thrifty_plan_then_cheap_then_premium_then_the_plan_again(
-    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+    omniroute: OmniRouteServer,
+    upstreams: dict[str, FakeUpstream],
+    closing: list[OmniRouteRouter],
 ) -> None:
     register_polled_plan(omniroute, "t-plan")
     router = OmniRouteRouter(
@@ -101,6 +113,7 @@ def test_thrifty_plan_then_cheap_then_premium_then_the_plan_again(
         token=omniroute.gateway_token,
         client_options=CLIENT_OPTIONS,
     )
+    closing.append(router)
     assert first_poll(omniroute, "t-plan")["status"] == "SAFE"
 
     async def run() -> tuple[list[tuple[float, str]], float]:
@@ -156,7 +169,9 @@ def test_thrifty_plan_then_cheap_then_premium_then_the_plan_again(
 
 
 def test_subscription_never_reaches_a_metered_deployment_and_comes_back_by_the_worker(
-    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+    omniroute: OmniRouteServer,
+    upstreams: dict[str, FakeUpstream],
+    closing: list[OmniRouteRouter],
 ) -> None:
     register_polled_plan(omniroute, "s-plan")
     router = OmniRouteRouter(
@@ -165,6 +180,7 @@ def test_subscription_never_reaches_a_metered_deployment_and_comes_back_by_the_w
         token=omniroute.gateway_token,
         client_options=CLIENT_OPTIONS,
     )
+    closing.append(router)
     assert first_poll(omniroute, "s-plan")["status"] == "SAFE"
 
     async def run() -> tuple[list[tuple[float, str]], list[tuple[float, float | None]], int]:

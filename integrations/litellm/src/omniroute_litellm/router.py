@@ -69,6 +69,7 @@ class OmniRouteRouter:
         manager.add_litellm_async_success_callback(self.hooks)
         manager.add_litellm_async_failure_callback(self.hooks)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed: bool | None = None  # what the first close answered
         self._loop_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -107,18 +108,23 @@ class OmniRouteRouter:
         """Safe shutdown, after the last request has returned: wait for the success and
         failure callbacks LiteLLM has not run yet (its logging worker), then send every
         report (at most `timeout` seconds; what is left stays in the spool file). True
-        when everything was acknowledged."""
+        when everything was acknowledged. Closing again answers the same, and does nothing."""
+        if self._closed is not None:
+            return self._closed
         await drain_litellm_callbacks(timeout)
         remove_callbacks(self.hooks)
         self.dispatcher.stop()
         drained = await self.client.aclose(timeout)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        self._closed = drained
         return drained
 
     def close(self, timeout: float = 10.0) -> bool:
         """`aclose` from synchronous code (not from inside a running event loop: there,
         `await router.aclose()`)."""
+        if self._closed is not None:
+            return self._closed
         if self._loop is not None:
             future = asyncio.run_coroutine_threadsafe(drain_litellm_callbacks(timeout), self._loop)
             future.result(timeout + 1)
@@ -132,6 +138,7 @@ class OmniRouteRouter:
         drained = self.client.close(timeout)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        self._closed = drained
         return drained
 
 

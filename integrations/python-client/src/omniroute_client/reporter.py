@@ -33,7 +33,9 @@ from .spool import Pending, Row, Spool
 
 log = logging.getLogger("omniroute_client")
 
-MAX_BATCH = 500
+# The most reports of a kind sent in one batch: the server's own maxima (events: 100, the
+# size its batch answers well inside the request deadline; spend: 1,000).
+MAX_BATCH = {"event": 100, "spend": 500}
 # Transport failures and these answers are tried again, after the answer's Retry-After
 # (at most MAX_RETRY_WAIT) or RETRY_WAIT doubled per attempt (at most MAX_RETRY_WAIT).
 RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -104,6 +106,8 @@ class Reporter:
         self._wake = threading.Event()
         self._closing = False
         self._closed = False
+        self._close_lock = threading.Lock()
+        self._close_result: bool | None = None
         self._busy = False  # the thread holds reports taken from the buffer
         self._thread = threading.Thread(target=self._run, name="omniroute-reporter", daemon=True)
         self._thread.start()
@@ -170,7 +174,14 @@ class Reporter:
 
     def close(self, timeout: float = 10.0) -> bool:
         """Drain for at most `timeout` seconds, then stop. What is left stays in the spool
-        file for the next client on it (an in-memory spool: counted as dropped)."""
+        file for the next client on it (an in-memory spool: counted as dropped). Closing
+        again answers what the first close did and changes nothing."""
+        with self._close_lock:
+            if self._close_result is None:
+                self._close_result = self._close(timeout)
+            return self._close_result
+
+    def _close(self, timeout: float) -> bool:
         drained = self.flush(timeout)
         with self._cond:
             self._closed = True
@@ -218,10 +229,10 @@ class Reporter:
         # Events first (a success after a failure must land after it), then spend.
         for kind in ("event", "spend"):
             while True:
-                rows = self.spool.due(kind, time.time(), MAX_BATCH)
+                rows = self.spool.due(kind, time.time(), MAX_BATCH[kind])
                 if not rows:
                     break
-                if not self._send_rows(kind, rows) or len(rows) < MAX_BATCH:
+                if not self._send_rows(kind, rows) or len(rows) < MAX_BATCH[kind]:
                     break
 
     def _send_rows(self, kind: str, rows: list[Row]) -> bool:
