@@ -73,7 +73,8 @@ def live_cell(name: str, auto_id: str, state: object) -> SafeString:
         "out": f"{name} is now out of {auto_id}.",
         "out by design": f"{name} is now out of {auto_id} by design.",
     }[str(state)]
-    return attributes(f"cell {name} {auto_id}", str(state), said)
+    # The key only needs to be unique on the page: the name's id part ("#3") with the pool.
+    return attributes(f"{name.rpartition(' ')[2] or name} {auto_id}", str(state), said)
 
 
 @register.simple_tag
