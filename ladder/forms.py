@@ -96,7 +96,7 @@ class TokenForm(forms.Form):
     )
 
 
-# The API's rules for a connection (ladder/schemas.py `ConnectionIn`); every CharField
+# The API's rules for a connection (ladder/schemas/connections.py `ConnectionIn`); every CharField
 # also refuses NUL characters (Django adds that validator to each one).
 NAME_MAX_LENGTH = 64
 LABEL_MAX_LENGTH = 200
@@ -301,7 +301,7 @@ class WebhookEditForm(WebhookForm):
         )
 
 
-# The API's rules for a candidate (ladder/schemas.py `CandidateIn`).
+# The API's rules for a candidate (ladder/schemas/candidates.py `CandidateIn`).
 CATEGORY_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_CATEGORIES = 32
 MAX_ALLOWED_CONNECTIONS = 64

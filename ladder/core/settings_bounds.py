@@ -1,9 +1,9 @@
 """The bounds of the ladder's settings, declared once (spec: api.md "Ladder settings").
 
 Every write path derives its checks from here: the services (validate_settings), the
-API's schema (ladder/schemas.py), the dashboard's form (ladder/forms.py) and the pure
-core's config (ladder.core.types.LadderConfig). So no path can store a value another path
-cannot answer. A stored row outside them (written by an older release, or by hand) is
+API's schema (ladder/schemas/settings.py), the dashboard's form (ladder/forms.py) and the
+pure core's config (ladder.core.types.LadderConfig). So no path can store a value another
+path cannot answer. A stored row outside them (written by an older release, or by hand) is
 read through `effective_settings`, which applies the nearest safe value, so reading the
 settings never fails. Pure: no ORM, no clock."""
 
