@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,6 +41,21 @@ def _credential_key(settings: pytest.FixtureRequest) -> None:
     # server.
     settings.API_REQUEST_DEADLINE_SECONDS = 0  # type: ignore[attr-defined]
     settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = 0  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def restored_script_prefix() -> Iterator[None]:
+    """For a test that mounts the app under a path prefix: Django's WSGI handler keeps
+    each request's SCRIPT_NAME as the thread's script prefix, so after a request under
+    `/omr` every `reverse()` on this thread would start with `/omr` until another request
+    through the handler. The prefix the test found is put back when it ends."""
+    from django.urls import get_script_prefix, set_script_prefix
+
+    before = get_script_prefix()
+    try:
+        yield
+    finally:
+        set_script_prefix(before)
 
 
 @pytest.fixture(autouse=True)

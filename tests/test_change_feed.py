@@ -298,6 +298,7 @@ def test_asgi_holds_a_feed_answer_and_sends_the_new_version(hub: FakeHub) -> Non
     assert HOLD_HEADER.lower() not in answer.headers
 
 
+@pytest.mark.usefixtures("restored_script_prefix")
 def test_under_a_path_prefix_the_feed_is_held_and_its_hold_header_never_sent(
     app: ChangeFeedWait, hub: FakeHub, token: str
 ) -> None:

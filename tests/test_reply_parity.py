@@ -117,6 +117,7 @@ def test_the_database_down_is_the_same_json_503_on_both_roads(
     assert_identical(through_lane, through_django)
 
 
+@pytest.mark.usefixtures("restored_script_prefix")
 def test_under_a_path_prefix_both_roads_answer_alike(
     lane: PoolFastLane, django_app: CountingDjango, gateway: str
 ) -> None:
