@@ -282,6 +282,7 @@ def test_closing_twice_answers_the_same_and_changes_nothing(
 
     assert (first, second) == (True, True)
     assert (reporter.sent, len(plane.received)) == ({"spend": 1, "event": 0}, 1)
+    assert (reporter.pending(), reporter.flush()) == (0, True)  # the spool file is closed
     assert reporter.put("spend", _spend(2)) is False  # closed: refused, counted dropped
     assert reporter.dropped == 1
 

@@ -13,6 +13,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,109 @@ def test_a_burst_on_a_budgeted_rung_stops_at_its_budget(
         assert cheap == pytest.approx(float(CHEAP_BUDGET))
     finally:
         server.stop()
+
+
+def test_a_hung_control_plane_answers_a_burst_at_once_from_the_fail_modes(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream], fault: TcpProxy
+) -> None:
+    # Point 3: with a round trip past the client's timeout, 20 concurrent misses waited on
+    # one lock and each made its own attempt (thrifty up to 16.6 s). One fetch is shared.
+    router = OmniRouteRouter(
+        model_list=model_list(upstreams, "f"),
+        control_plane_url=through(fault),
+        token=omniroute.gateway_token,
+        static_fallback=["f-cheap"],
+    )
+    wait_for(router.dispatcher.registered.is_set, 20, "the registration")
+
+    async def burst() -> tuple[list[str], str, int, bool]:
+        fault.hang()  # accepts, never answers: every fetch times out
+        try:
+            answers = await asyncio.gather(
+                *(router.acompletion(model="auto/thrifty", messages=MESSAGES) for _ in range(20))
+            )
+            try:
+                await router.acompletion(model="auto/subscription", messages=MESSAGES)
+                subscription = "served"
+            except ControlPlaneDown:
+                subscription = "control plane down"
+            opened = router.client.breaker.opened
+        finally:
+            fault.forward()
+        # Inside the loop: LiteLLM's logging worker runs the spend callbacks on it.
+        return [served_by(router, a) for a in answers], subscription, opened, await router.aclose()
+
+    try:
+        served, subscription, breaker_opened, drained = asyncio.run(burst())
+    finally:
+        fault.forward()
+        router.close()
+    assert served == ["cheap"] * 20  # the operator's static fallback, for every one
+    assert breaker_opened == 1  # one timed-out fetch; its failure shared by the burst
+    assert subscription == "control plane down"  # fails closed at once (breaker open)
+    assert drained is True
+    assert (upstreams["cheap"].served_count(), upstreams["plan"].served_count()) == (20, 0)
+    rows = omniroute.ledger("f-")
+    assert (len(rows), len({row["request_id"] for row in rows})) == (20, 20)
+
+
+def test_close_sends_every_report_of_a_burst_it_ends(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    # Point 4: close() right after a burst lost 122 of 160 entries that LiteLLM's
+    # logging worker had not yet handed over.
+    router = OmniRouteRouter(
+        model_list=without_plan(model_list(upstreams, "g")),
+        control_plane_url=omniroute.base_url,
+        token=omniroute.gateway_token,
+    )
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            served = list(pool.map(lambda _: attempt(router, "auto/thrifty"), range(160)))
+    finally:
+        drained = router.close()  # at once
+    assert drained is True
+    assert len(served) == 160
+    assert set(served) <= {"premium", "cheap"}
+    assert sum(u.served_count() for u in upstreams.values()) == 160
+    rows = omniroute.ledger("g-")
+    assert (len(rows), len({row["request_id"] for row in rows})) == (160, 160)
+    assert router.client.reporter.metrics["dropped"] == 0
+
+
+def test_two_hundred_plan_requests_in_flight_report_their_headers_and_lose_none(
+    omniroute: OmniRouteServer, upstreams: dict[str, FakeUpstream]
+) -> None:
+    # Point 7: one success event per plan request (each answer carries quota headers);
+    # at 200 in flight the events batch answered 503 and the events were dropped.
+    plan = FakeUpstream("anthropic")  # room for all of them
+    router = OmniRouteRouter(
+        model_list=model_list({**upstreams, "plan": plan}, "h"),
+        control_plane_url=omniroute.base_url,
+        token=omniroute.gateway_token,
+    )
+    try:
+        plan_has_quota(omniroute, "h-plan")
+
+        async def burst() -> tuple[list[Any], bool]:
+            answers = await asyncio.gather(
+                *(
+                    router.acompletion(model="auto/subscription", messages=MESSAGES)
+                    for _ in range(200)
+                )
+            )
+            return list(answers), await router.aclose()
+
+        answers, drained = asyncio.run(burst())
+    finally:
+        router.close()
+        plan.stop()
+    assert [served_by(router, answer) for answer in answers] == ["plan"] * 200
+    assert drained is True
+    reporter = router.client.reporter
+    assert (reporter.metrics["dropped"], reporter.pending()) == (0, 0)
+    # Headers-only successes coalesce per connection: far fewer events than requests.
+    assert 1 <= reporter.sent["event"] < 200
+    status = omniroute.api("GET", "/connections/h-plan/status").json()
+    assert status["reading"]["source"] == "headers"
+    assert len(omniroute.ledger("h-")) == 200

@@ -6,6 +6,7 @@ a metered deployment for subscription), the reports, and other models untouched.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +28,11 @@ from scenario import (
     make_upstreams,
     total,
 )
-from server import OmniRouteServer, wait_for
+from server import ROOT, OmniRouteServer, wait_for
 from upstreams import FakeUpstream
+
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "config.yaml"
@@ -62,13 +66,24 @@ def upstreams() -> Iterator[dict[str, FakeUpstream]]:
 
 
 @pytest.fixture(scope="module")
+def fault(omniroute: OmniRouteServer) -> Iterator[TcpProxy]:
+    """A fault proxy between the LiteLLM proxy and OmniRoute (forwarding until told)."""
+    host, port = omniroute.base_url.removeprefix("http://").split(":")
+    made = TcpProxy(host, int(port))
+    yield made
+    made.stop()
+
+
+@pytest.fixture(scope="module")
 def proxy(
     omniroute: OmniRouteServer,
     upstreams: dict[str, FakeUpstream],
+    fault: TcpProxy,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LiteLLMProxy]:
     configure(omniroute)
-    env = {"OMNIROUTE_URL": omniroute.base_url, "OMNIROUTE_TOKEN": omniroute.gateway_token}
+    through = f"http://{fault.host}:{fault.port}"
+    env = {"OMNIROUTE_URL": through, "OMNIROUTE_TOKEN": omniroute.gateway_token}
     running = LiteLLMProxy(proxy_config(upstreams), env, tmp_path_factory.mktemp("proxy"))
     yield running
     running.stop()
@@ -164,3 +179,31 @@ def test_the_dispatch_group_is_hidden_refused_and_the_auto_ids_go_through_the_la
     assert not [m["id"] for m in listed["data"] if m["id"].startswith("omniroute-dispatch-")]
     assert direct.status_code == 400, direct.text
     assert {name: upstream.served_count() for name, upstream in upstreams.items()} == served
+
+
+def test_an_unreachable_control_plane_is_a_503_never_a_500_and_recovers(
+    upstreams: dict[str, FakeUpstream], proxy: LiteLLMProxy, fault: TcpProxy
+) -> None:
+    # Point 8: the proxy answered 500 where the docs promise 429 or 503.
+    served = {name: upstream.served_count() for name, upstream in upstreams.items()}
+    seen: list[httpx.Response] = []
+
+    def asked() -> httpx.Response:
+        seen.append(proxy.chat("auto/subscription"))
+        return seen[-1]
+
+    fault.refuse()
+    try:
+        # Until the client notices, a decision it may still use answers (a 429 for an
+        # empty pool); then the control plane's absence is a 503.
+        wait_for(lambda: asked().status_code == 503, 20, "a 503 for the absent control plane")
+        more = [asked() for _ in range(2)]
+    finally:
+        fault.forward()
+    assert [answer.status_code for answer in more] == [503, 503], [a.text for a in more]
+    # It says why: the control plane unreachable, or the breaker open after it was.
+    assert "unreachable" in more[0].text or "circuit breaker open" in more[0].text
+    assert {answer.status_code for answer in seen} <= {429, 503}  # never a 500
+    # auto/subscription reached nothing while the control plane was away.
+    assert {name: upstream.served_count() for name, upstream in upstreams.items()} == served
+    wait_for(lambda: asked().status_code in (200, 429), 20, "the proxy back on the ladder")

@@ -108,6 +108,7 @@ class Reporter:
         self._closed = False
         self._close_lock = threading.Lock()
         self._close_result: bool | None = None
+        self._left_at_close = 0
         self._busy = False  # the thread holds reports taken from the buffer
         self._thread = threading.Thread(target=self._run, name="omniroute-reporter", daemon=True)
         self._thread.start()
@@ -117,7 +118,10 @@ class Reporter:
         return self.metrics["dropped"]
 
     def pending(self) -> int:
-        """Reports not yet acknowledged: in the buffer or in the spool."""
+        """Reports not yet acknowledged: in the buffer or in the spool (once closed, what
+        the close left in the spool file)."""
+        if self._close_result is not None:
+            return self._left_at_close
         with self._cond:
             buffered = len(self._buffer)
         return buffered + self.spool.count()
@@ -160,7 +164,9 @@ class Reporter:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every report put so far was acknowledged (or given up on); True if
-        drained within `timeout`."""
+        drained within `timeout` (once closed: whether the close left nothing)."""
+        if self._close_result is not None:
+            return self._left_at_close == 0
         deadline = time.monotonic() + timeout
         self._wake.set()
         with self._cond:
@@ -190,7 +196,7 @@ class Reporter:
         self._thread.join(timeout)
         if self.spool.path == ":memory:":
             self.metrics["dropped"] += self.spool.count()
-        left = self.spool.count()
+        left = self._left_at_close = self.spool.count()
         if left:
             log.warning("omniroute: %d reports not acknowledged at close (kept in the spool)", left)
         self.spool.close()
