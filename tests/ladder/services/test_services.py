@@ -223,7 +223,13 @@ def test_a_poll_that_started_before_an_exhaustion_event_never_replaces_it(
 
 # One arrival: how it reaches the server, its status or remaining, how long after the
 # previous one it is received, and the checked_at it claims relative to that receipt.
-_KINDS = ("push", "exhausted-event", "rejected-headers", "poll")
+_KINDS = ("push", "exhausted-event", "rejected-headers", "poll", "late-success")
+# What a success's answer headers say (a long response that began before the window ran
+# out carries them after the 429 that exhausted it).
+_HALF_USED = {
+    "anthropic-ratelimit-unified-status": "allowed",
+    "anthropic-ratelimit-unified-5h-utilization": "0.5",
+}
 _arrivals = st.lists(
     st.tuples(
         st.sampled_from(_KINDS),
@@ -242,8 +248,12 @@ def _receive(kind: str, remaining: float | None, claimed: datetime | None, at: d
         services.store_reading(
             "plan", services.ReadingInput(remaining_percent=remaining, checked_at=claimed), now=at
         )
+    elif kind == "late-success":
+        services.apply_event(
+            "plan", kind="success", headers=_HALF_USED, observed_at=claimed, now=at
+        )
     elif kind == "exhausted-event":
-        services.apply_event("plan", kind="quota_exhausted", now=at)
+        services.apply_event("plan", kind="quota_exhausted", observed_at=claimed, now=at)
         # Clear the cooldown it wrote: the decision must exclude the plan on its reading.
         Connection.objects.filter(connection_id="plan").update(
             cooldown_until=None, consecutive_failures=0
@@ -265,7 +275,7 @@ def _receive(kind: str, remaining: float | None, claimed: datetime | None, at: d
 
 
 def _claimed(kind: str, offset: int | None, at: datetime) -> datetime | None:
-    if kind == "push":
+    if kind in ("push", "exhausted-event", "late-success"):  # a reading's or event's claim
         return None if offset is None else at + timedelta(seconds=offset)
     if kind == "poll":  # the request took up to 10 s
         return at - timedelta(seconds=min(abs(offset or 0), 10))
@@ -312,8 +322,8 @@ def test_whatever_order_readings_arrive_in_subscription_never_holds_a_plan_exhau
         served = _subscription_served(at + timedelta(seconds=1))
         latest = max(truths)
         minute = timedelta(seconds=60)
-        server_stamped = kind in ("exhausted-event", "rejected-headers") or (
-            kind == "push" and (offset is None or offset >= 0)
+        server_stamped = kind == "rejected-headers" or (
+            kind in ("push", "exhausted-event", "late-success") and (offset is None or offset >= 0)
         )
         # A truth that is not an exhaustion, received less than a minute after the
         # exhaustion held as current, is held back (api.md: the less safe one wins).
