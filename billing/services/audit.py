@@ -12,6 +12,7 @@ from billing.models import (
     BillingCatalogEntry,
     ModelPrice,
 )
+from ladder.core.audit_changes import unchanged
 
 
 def record_audit(
@@ -23,8 +24,12 @@ def record_audit(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
     now: datetime | None = None,
-) -> AuditEntry:
-    """Write one audit row; callers do this inside the transaction of the change."""
+) -> AuditEntry | None:
+    """Write one audit row; callers do this inside the transaction of the change. An
+    update that changed no value (a save of the same form, "20" for "20.000000") is no
+    change and writes no row: None."""
+    if action == AuditEntry.Action.UPDATE and unchanged(before, after):
+        return None
     return AuditEntry.objects.create(
         target_type=target_type,
         target_id=str(target_id),

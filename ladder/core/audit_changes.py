@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from ladder.core.settings_bounds import TUNING
@@ -120,6 +121,7 @@ def value_text(value: Any) -> str:
 
 
 _DECIMAL = re.compile(r"-?\d+\.\d+")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
 
 def _money(value: Any) -> Any:
@@ -129,6 +131,36 @@ def _money(value: Any) -> Any:
     whole, _, fraction = value.partition(".")
     fraction = fraction.rstrip("0")
     return f"{whole}.{fraction.ljust(2, '0')}"
+
+
+def _decimal(value: Any) -> Decimal | None:
+    """A recorded decimal ("20.000000", "20", 20.0) as a number; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+        return None
+    if isinstance(value, str) and not _NUMBER.fullmatch(value):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:  # pragma: no cover - the pattern admits numbers only
+        return None
+
+
+def same_value(old: Any, new: Any) -> bool:
+    """Whether two recorded values are the same for people: equal, or the same number
+    written differently ("20.00" and "20", 5 and 5.0): no change to record or show."""
+    if old == new:
+        return True
+    old_number, new_number = _decimal(old), _decimal(new)
+    return old_number is not None and old_number == new_number
+
+
+def unchanged(before: Any, after: Any) -> bool:
+    """Whether an update changed no field (every value the same, see `same_value`)."""
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return False
+    return set(before) == set(after) and all(
+        same_value(before[name], after[name]) for name in before
+    )
 
 
 def _shown(field: str, value: Any) -> str:
@@ -145,7 +177,8 @@ def _ordered(names: set[str]) -> list[str]:
 
 def field_changes(action: str, before: Any, after: Any) -> list[FieldChange]:
     """The fields a change touched: every field of a created or deleted object (the
-    other side None), only the changed ones of an update (a secret's value hidden)."""
+    other side None), only the changed ones of an update (a secret's value hidden; a
+    number written differently, "20.00" and "20", is no change)."""
     old = before if isinstance(before, Mapping) else {}
     new = after if isinstance(after, Mapping) else {}
     changes = []
@@ -155,9 +188,11 @@ def field_changes(action: str, before: Any, after: Any) -> list[FieldChange]:
             changes.append(FieldChange(name, label, None, _shown(name, new.get(name))))
         elif action == "delete" or not new:
             changes.append(FieldChange(name, label, _shown(name, old.get(name)), None))
-        elif old.get(name) != new.get(name) and _SENSITIVE.search(name):
+        elif same_value(old.get(name), new.get(name)):
+            continue
+        elif _SENSITIVE.search(name):
             changes.append(FieldChange(name, label, HIDDEN, CHANGED))
-        elif old.get(name) != new.get(name):
+        else:
             changes.append(
                 FieldChange(name, label, _shown(name, old.get(name)), _shown(name, new.get(name)))
             )

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 
 from billing import services as billing_services
 from billing.models import AuditEntry, ChangeCounter
@@ -67,12 +67,19 @@ SETTINGS_FIELDS = TUNING_FIELD_NAMES
 
 
 def settings_snapshot(row: LadderSettings) -> dict[str, Any]:
-    """The audited tuning fields (decimals as strings)."""
+    """The audited tuning fields (decimals as strings at the column's precision, as the
+    database returns them: "20.000000" whether the form said "20" or "20.00")."""
     return {
-        name: (str(value) if isinstance(value, Decimal) else value)
+        name: (_column_text(row, name, value) if isinstance(value, Decimal) else value)
         for name in SETTINGS_FIELDS
         for value in [getattr(row, name)]
     }
+
+
+def _column_text(row: LadderSettings, name: str, value: Decimal) -> str:
+    field = LadderSettings._meta.get_field(name)
+    places = field.decimal_places if isinstance(field, models.DecimalField) else None
+    return str(value.quantize(Decimal(1).scaleb(-places))) if places is not None else str(value)
 
 
 def validate_settings(values: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,6 +22,8 @@ from django.views.decorators.http import require_GET
 
 from billing.models import AuditEntry, BillingCatalogEntry, ModelPrice
 from ladder.core.audit_changes import (
+    FIELD_LABELS,
+    TARGET_KINDS,
     FieldChange,
     field_changes,
     kind_name,
@@ -121,6 +123,44 @@ def audit_rows(entries: list[AuditEntry], now: datetime) -> list[AuditRow]:
     ]
 
 
+def _shown_text(entry: AuditEntry) -> str:
+    """What a row shows, as one lowercase text: the id, the person, the kind, the
+    object's name, and each changed field's label and values (secrets as "hidden")."""
+    parts = [
+        entry.target_id,
+        entry.actor,
+        kind_name(entry.target_type),
+        target_label(entry.target_type, entry.before, entry.after),
+    ]
+    for change in field_changes(entry.action, entry.before, entry.after):
+        parts.extend(part for part in (change.label, change.before, change.after) if part)
+    return "\n".join(parts).casefold()
+
+
+def _matching_ids(query: QuerySet[AuditEntry], search: str) -> list[int]:
+    """The rows whose shown text holds the search: what the operator reads ("Input
+    price", "gpt-4o", "Webhook"), never a snapshot's internal key ("input_usd_per_mtok",
+    which every price row holds) nor a value the row does not show (one query: the
+    database narrows to rows whose id, person, kind, keys or values hold the text, then
+    the rows are read as the page shows them)."""
+    wanted = search.casefold()
+    kinds = [name for name in TARGET_KINDS if wanted in kind_name(name).casefold()]
+    labelled = [name for name, label in FIELD_LABELS.items() if wanted in label.casefold()]
+    narrowed = (
+        Q(target_id__icontains=search)
+        | Q(actor__icontains=search)
+        | Q(target_type__in=kinds)
+        | Q(before__icontains=search)
+        | Q(after__icontains=search)
+    )
+    for name in labelled:
+        narrowed |= Q(before__has_key=name) | Q(after__has_key=name)
+    candidates = query.filter(narrowed).only(
+        "id", "target_type", "target_id", "action", "actor", "before", "after"
+    )
+    return [entry.pk for entry in candidates if wanted in _shown_text(entry)]
+
+
 def audit_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any]:
     """One page of the trail, filtered by type and actor and searched (all in the URL)."""
     types = list(
@@ -138,13 +178,7 @@ def audit_context(request: HtmxHttpRequest, now: datetime) -> dict[str, Any]:
     if wanted_actor:
         query = query.filter(actor=wanted_actor)
     if search:
-        # The snapshots too ("gpt-4o", a token's name): they hold no secret to find.
-        query = query.filter(
-            Q(target_id__icontains=search)
-            | Q(actor__icontains=search)
-            | Q(before__icontains=search)
-            | Q(after__icontains=search)
-        )
+        query = query.filter(pk__in=_matching_ids(query, search))
     page = Paginator(query, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
     filters = {
         key: value

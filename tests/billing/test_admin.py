@@ -45,7 +45,7 @@ def _price(model: str = "gpt-4o") -> ModelPrice:
 
 
 def _audit(target_id: str = "1") -> AuditEntry:
-    return services.record_audit(
+    entry = services.record_audit(
         target_type="catalog",
         target_id=target_id,
         action="create",
@@ -53,6 +53,8 @@ def _audit(target_id: str = "1") -> AuditEntry:
         before=None,
         after={"provider": "acme"},
     )
+    assert entry is not None
+    return entry
 
 
 def _group(name: str = "operator") -> Group:

@@ -45,7 +45,7 @@ def test_seed_demo_writes_the_settings_through_the_service_audited_and_counted()
         (a.actor, a.before["cheap_budget_usd"], a.after["cheap_budget_usd"])
         for a in AuditEntry.objects.filter(target_type="settings")
     ]
-    assert audit == [("seed_demo", None, "5")]
+    assert audit == [("seed_demo", None, "5.000000")]  # at the column's precision
     assert settings_row()[2:4] == (Decimal("5.000000"), Decimal("20.000000"))
     assert billing_services.change_counters()[0] > config_before
 

@@ -45,7 +45,7 @@ def _audit(
     after: Any,
     minutes_ago: int,
 ) -> AuditEntry:
-    return record_audit(
+    entry = record_audit(
         target_type=target_type,
         target_id=target_id,
         action=action,
@@ -54,6 +54,8 @@ def _audit(
         after=after,
         now=NOW - timedelta(minutes=minutes_ago),
     )
+    assert entry is not None
+    return entry
 
 
 def _changes(row: Element) -> list[tuple[str, str]]:
@@ -410,3 +412,88 @@ def test_the_page_runs_the_same_queries_at_five_and_at_500_rows(viewer: Client) 
     # distinct types, distinct actors, the count, the page, one existence query per
     # linked type on the page (five)
     assert (small, large) == (9, 9)
+
+
+# --- no-op changes, and a search of what the page shows (#35 point 8) ----------------------
+
+
+def test_a_number_written_differently_is_no_change() -> None:
+    before = {"cheap_budget_usd": "20.000000", "exit_cutoff_percent": 5.0, "priority": 3}
+    after = {"cheap_budget_usd": "20", "exit_cutoff_percent": 5, "priority": 3}
+
+    assert field_changes("update", before, after) == []
+    assert [c.field for c in field_changes("update", before, {**after, "priority": 4})] == [
+        "priority"
+    ]
+
+
+def test_an_update_that_changes_no_value_writes_no_audit_row() -> None:
+    def update(before: dict[str, str], after: dict[str, str]) -> AuditEntry | None:
+        return record_audit(
+            target_type="settings",
+            target_id=1,
+            action="update",
+            actor="pat",
+            before=before,
+            after=after,
+        )
+
+    assert update({"a": "20.00"}, {"a": "20"}) is None
+    assert update({"a": "20.00"}, {"a": "21"}) is not None
+    assert list(AuditEntry.objects.values_list("before", "after")) == [
+        ({"a": "20.00"}, {"a": "21"})
+    ]
+
+
+def test_saving_the_settings_unchanged_or_written_differently_records_nothing() -> None:
+    from decimal import Decimal
+
+    from ladder import services
+
+    row = services.get_settings_row()
+    values = {name: getattr(row, name) for name in services.SETTINGS_FIELDS}
+    services.update_settings({**values, "cheap_budget_usd": Decimal("20.00")}, actor="ana")
+    services.update_settings({**values, "cheap_budget_usd": Decimal("20")}, actor="ana")
+    services.update_settings({**values, "cheap_budget_usd": Decimal("20.0")}, actor="bo")
+    services.update_settings({**values, "cheap_budget_usd": Decimal("25")}, actor="bo")
+
+    rows = list(AuditEntry.objects.order_by("id"))
+    assert [(r.actor, field_changes(r.action, r.before, r.after)) for r in rows] == [
+        ("ana", [FieldChange("cheap_budget_usd", "Cheap rung budget (USD)", "none", "20.00")]),
+        ("bo", [FieldChange("cheap_budget_usd", "Cheap rung budget (USD)", "20.00", "25.00")]),
+    ]
+    assert rows[1].after["cheap_budget_usd"] == "25.000000"  # the column's precision
+
+
+def test_saving_a_price_written_differently_records_nothing() -> None:
+    from decimal import Decimal
+
+    from billing.services import PriceInput, upsert_price
+
+    upsert_price(PriceInput("openai", "gpt-4o", Decimal("2.5"), Decimal("10"), None), actor="ana")
+    upsert_price(
+        PriceInput("openai", "gpt-4o", Decimal("2.50"), Decimal("10.000"), None), actor="bo"
+    )
+
+    assert list(AuditEntry.objects.values_list("action", "actor")) == [("create", "ana")]
+
+
+def test_the_search_matches_what_the_page_shows_not_internal_keys(
+    trail: dict[str, AuditEntry], viewer: Client
+) -> None:
+    def ids(query: str) -> list[str]:
+        page = parse(viewer.get("/audit/", {"q": query}).content)
+        return [
+            tr.attrs.get("id") or ""
+            for tr in page.by_id("audit-table").by_tag("tbody")[0].by_tag("tr")
+            if tr.attrs.get("id")
+        ]
+
+    settings, price = f"audit-{trail['settings'].pk}", f"audit-{trail['price'].pk}"
+    assert ids("Exit cutoff") == [settings]  # a field's label
+    assert ids("exit_cutoff_percent") == []  # its internal key
+    assert ids("input price") == [price]
+    assert ids("input_usd") == []
+    assert ids("2.50") == [price]  # a value as shown
+    assert ids("reentry") == []  # a key of an unchanged field: the row does not show it
+    assert ids("catalog entry") == [f"audit-{trail['catalog'].pk}"]  # the kind
