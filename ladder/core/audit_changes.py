@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+from ladder.core.prose import money_text
 from ladder.core.settings_bounds import TUNING
 
 # Shown in place of any value whose field name says it is a secret (a snapshot should
@@ -125,12 +126,11 @@ _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
 
 def _money(value: Any) -> Any:
-    """A recorded price or budget ("2.500000") to the cent or beyond ("2.50", "0.075")."""
+    """A recorded price or budget ("2.500000") to the cent or beyond ("2.50", "0.075"),
+    as every page writes one (`money_text`)."""
     if not isinstance(value, str) or not _DECIMAL.fullmatch(value):
         return value
-    whole, _, fraction = value.partition(".")
-    fraction = fraction.rstrip("0")
-    return f"{whole}.{fraction.ljust(2, '0')}"
+    return money_text(Decimal(value))
 
 
 def _decimal(value: Any) -> Decimal | None:

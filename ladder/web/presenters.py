@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Q
@@ -31,7 +32,7 @@ from ladder.core import (
     rung_for,
 )
 from ladder.core.preference import preference_sentence
-from ladder.core.prose import percent_text
+from ladder.core.prose import money_text, percent_text
 from ladder.core.scopes import effective_overage
 from ladder.core.types import OverageEvidence
 from ladder.core.why import hysteresis_why
@@ -367,17 +368,21 @@ def budget_lines(spend: services.SpendSummary) -> list[BudgetLine]:
     """The spend bars of the paid rungs."""
     lines = []
     for name, budget in spend.rungs.items():
-        spent = f"{budget.spent_usd:.2f}"
+        spent = money_text(budget.spent_usd)
         if budget.budget_usd is None:
             lines.append(BudgetLine(name, spent, None, "none", "0"))
         elif budget.budget_usd == 0:
-            lines.append(BudgetLine(name, spent, "0", "disabled", "0"))
+            lines.append(BudgetLine(name, spent, money_text(Decimal(0)), "disabled", "0"))
         else:
             ratio = min(float(budget.spent_usd / budget.budget_usd) * 100, 100.0)
             state = "exhausted" if budget.is_exhausted else "ok"
             lines.append(
                 BudgetLine(
-                    name, spent, f"{budget.budget_usd:.2f}", state, number_text(round(ratio, 1))
+                    name,
+                    spent,
+                    money_text(budget.budget_usd),
+                    state,
+                    number_text(round(ratio, 1)),
                 )
             )
     return lines

@@ -300,11 +300,11 @@ def test_prices_list_shows_each_computed_tier(demo: None, operator: Client) -> N
     page = parse(operator.get("/prices/").content)
 
     assert _price_rows(page) == [
-        ["claude", "claude-sonnet-4-5", "3", "15", "premium"],
-        ["groq", "* every other model", "0", "0", "free"],
-        ["ollama", "* every other model", "0", "0", "free"],
-        ["openai", "gpt-4o", "2.5000", "10", "premium"],
-        ["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"],
+        ["claude", "claude-sonnet-4-5", "3.00", "15.00", "premium"],
+        ["groq", "* every other model", "0.00", "0.00", "free"],
+        ["ollama", "* every other model", "0.00", "0.00", "free"],
+        ["openai", "gpt-4o", "2.50", "10.00", "premium"],
+        ["openai", "gpt-4o-mini", "0.15", "0.60", "cheap"],
     ]
 
 
@@ -319,7 +319,7 @@ def test_price_tier_follows_the_cheap_boundary(demo: None, operator: Client) -> 
 def test_price_search_filters_by_provider_or_model(demo: None, operator: Client) -> None:
     rows = _price_rows(parse(operator.get("/prices/?q=mini").content))
 
-    assert rows == [["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"]]
+    assert rows == [["openai", "gpt-4o-mini", "0.15", "0.60", "cheap"]]
 
 
 def test_price_edit_saves_an_override_and_audits(demo: None, operator: Client) -> None:
@@ -484,8 +484,8 @@ def test_the_prices_page_lists_the_rows_that_need_review(demo: None, operator: C
 
     assert page.by_id("price-review-filter").text.startswith("Needs review: 2")
     assert _price_rows(review) == [
-        ["cohere", "command-a-plus", "0", "0", "premium needs review"],
-        ["gigachat", "GigaChat-2-Max", "0", "0", "premium needs review"],
+        ["cohere", "command-a-plus", "0.00", "0.00", "premium needs review"],
+        ["gigachat", "GigaChat-2-Max", "0.00", "0.00", "premium needs review"],
     ]
 
 
@@ -537,7 +537,7 @@ def test_a_nul_in_the_price_search_is_dropped_not_a_crash(demo: None, client: Cl
     assert response.status_code == narrowed.status_code == 200
     assert len(_price_rows(parse(response.content))) == 5  # an empty search: every price
     assert _price_rows(parse(narrowed.content)) == [
-        ["openai", "gpt-4o-mini", "0.1500", "0.6000", "cheap"]
+        ["openai", "gpt-4o-mini", "0.15", "0.60", "cheap"]
     ]
 
 
@@ -657,3 +657,34 @@ def test_a_malformed_provider_map_in_the_upload_is_refused_and_changes_nothing(
     assert response.status_code == 422
     assert _field_errors(parse(response.content))
     assert list(ModelPrice.objects.values()) == before
+
+
+def test_prices_read_one_way_on_every_page_to_the_cent_a_fraction_kept(operator: Client) -> None:
+    from decimal import Decimal
+
+    from ladder import services as ladder_services
+    from tests.billing.factories import make_price
+
+    make_price("openai", "nano", input_usd="0.075", output_usd="0.3")
+    make_price("openai", "big", input_usd="3", output_usd="15.5")
+    row = ladder_services.get_settings_row()
+    values = {name: getattr(row, name) for name in ladder_services.SETTINGS_FIELDS}
+    ladder_services.update_settings(
+        {**values, "cheap_budget_usd": Decimal("20"), "cheap_max_input_usd_per_mtok": Decimal(1)},
+        actor="olga",
+    )
+
+    prices = parse(operator.get("/prices/").content)
+    settings = parse(signed_in(Client(), "vera", "viewer").get("/settings/").content)
+
+    assert _price_rows(prices) == [
+        ["openai", "big", "3.00", "15.50", "premium"],
+        ["openai", "nano", "0.075", "0.30", "cheap"],
+    ]
+    assert "at or below 1.00 cheap" in prices.by_class("lede")[0].text
+    current = {
+        dt.text: dd.text
+        for dt, dd in zip(settings.by_tag("dt"), settings.by_tag("dd"), strict=False)
+    }
+    assert current["Cheap budget"] == "20.00 USD"
+    assert current["Cheap / premium boundary"] == "1.00 USD per M input tokens"
