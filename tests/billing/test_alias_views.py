@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from billing.models import AuditEntry, ProviderAlias
+from tests.pages import Element, parse
 from tests.worlds import signed_in
 
 pytestmark = pytest.mark.django_db
@@ -40,3 +41,17 @@ def test_an_operator_adds_normalised_replaces_and_deletes(client: Client) -> Non
         .order_by("id")
         .values_list("action", "actor")
     ) == [("create", "olga"), ("delete", "olga")]
+
+
+def test_the_aliases_are_linked_from_the_navigation_and_the_catalog(client: Client) -> None:
+    viewer = signed_in(client, "vera", "viewer")
+    catalog = parse(viewer.get("/catalog/").content)
+    aliases = parse(viewer.get("/aliases/").content)
+
+    def hrefs(element: Element) -> list[str]:
+        return [a.attrs.get("href") or "" for a in element.by_tag("a")]
+
+    assert "/aliases/" in hrefs(catalog.by_id("main-nav"))
+    assert hrefs(catalog.by_id("catalog-aliases")) == ["/aliases/"]
+    current = [a for a in aliases.by_id("main-nav").by_tag("a") if "aria-current" in a.attrs]
+    assert [(a.attrs["href"], a.text) for a in current] == [("/aliases/", "Aliases")]
