@@ -65,3 +65,14 @@ def past_why(text: object, autoescape: bool = True) -> SafeString:
     """A stored reason sentence as history (`ladder.core.why.past_tense`: no "85 s from
     now" long after, verbs in the past), catalog entries linked."""
     return cite_entries(past_tense(str(text)), autoescape)
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+@register.filter(needs_autoescape=True)
+def code_spans(text: object, autoescape: bool = True) -> SafeString:
+    """Help text as people read it: escaped, each `literal` (a value to type, such as
+    `none` or `*`) set as code, never a backtick on the page."""
+    escaped = str(conditional_escape(str(text)) if autoescape else text)
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escaped))
