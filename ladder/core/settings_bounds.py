@@ -170,9 +170,11 @@ SETTINGS_BOUNDS: Final[Mapping[str, Bound]] = {
 }
 BUDGET_WINDOWS: Final = ("day", "week", "month")
 DEFAULT_BUDGET_WINDOW: Final = "month"
+# In the operator's words, the fields by their labels (never their internal names): the
+# form shows it under both fields, the API beside both fields' names.
 REENTRY_BELOW_EXIT = (
-    "The re-entry floor must not be below the exit cutoff "
-    "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+    "The re-entry floor (%) must be at least the exit cutoff (%): a connection that drops "
+    "out at the cutoff comes back only above the floor."
 )
 
 

@@ -317,8 +317,8 @@ def test_put_settings_refuses_a_reentry_floor_below_the_exit_cutoff_naming_both(
 
     assert response.status_code == 422
     message = (
-        "The re-entry floor must not be below the exit cutoff "
-        "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+        "The re-entry floor (%) must be at least the exit cutoff (%): a connection that drops "
+        "out at the cutoff comes back only above the floor."
     )
     assert response.json() == {
         "detail": [

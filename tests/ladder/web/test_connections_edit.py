@@ -778,10 +778,9 @@ def test_edit_refuses_a_reserve_floor_below_its_cutoff_naming_both(
     response = operator.post(EDIT, data, headers=htmx_headers("connection-edit"))
 
     page = parse(response.content)
-    assert _summary(page) == [
-        "Own exit cutoff (%): The re-entry floor must not be below the exit cutoff "
-        "(reentry_min_remaining_percent >= exit_cutoff_percent).",
-        "Own re-entry floor (%): The re-entry floor must not be below the exit cutoff "
-        "(reentry_min_remaining_percent >= exit_cutoff_percent).",
-    ]
+    rule = (
+        "The re-entry floor (%) must be at least the exit cutoff (%): a connection that drops "
+        "out at the cutoff comes back only above the floor."
+    )
+    assert _summary(page) == [f"Own exit cutoff (%): {rule}", f"Own re-entry floor (%): {rule}"]
     assert _all_connections() == before

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.django_db
 
 INVERTED = {**VALID_SETTINGS, "exit_cutoff_percent": "30", "reentry_min_remaining_percent": "10"}
 RULE = (
-    "The re-entry floor must not be below the exit cutoff "
-    "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+    "The re-entry floor (%) must be at least the exit cutoff (%): a connection that drops "
+    "out at the cutoff comes back only above the floor."
 )
 
 

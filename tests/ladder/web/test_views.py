@@ -579,8 +579,8 @@ def test_settings_form_refuses_a_reentry_floor_below_the_exit_cutoff_naming_both
 
     assert response.status_code == 422
     rule = (
-        "The re-entry floor must not be below the exit cutoff "
-        "(reentry_min_remaining_percent >= exit_cutoff_percent)."
+        "The re-entry floor (%) must be at least the exit cutoff (%): a connection that drops "
+        "out at the cutoff comes back only above the floor."
     )
     assert _summary(response) == [f"Exit cutoff (%): {rule}", f"Re-entry floor (%): {rule}"]
     assert list(LadderSettings.objects.values()) == before
