@@ -797,6 +797,17 @@ def test_nav_lists_every_page_and_the_user_and_role(viewer: Client) -> None:
     assert page.by_class("who")[0].text == "victor viewer Sign out"
 
 
+def test_a_connection_never_read_reads_naturally_on_its_page(viewer: Client) -> None:
+    make_connection("fresh-1")
+    make_candidate(connection_id="fresh-1")
+
+    card = parse(viewer.get("/connections/fresh-1/").content).by_id("hysteresis-card")
+
+    first = card.by_tag("p")[0].text
+    assert " ".join(first.split()) == "in play (never read)"
+    assert "since: none" not in card.text
+
+
 def test_readings_never_read_show_as_such(viewer: Client) -> None:
     make_connection("fresh-1")
 
@@ -804,7 +815,7 @@ def test_readings_never_read_show_as_such(viewer: Client) -> None:
 
     assert _cells(row)[3:7] == [
         "never read",
-        "no candidate In no pool until a candidate names it. Candidates since: none never read",
+        "no candidate In no pool until a candidate names it. Candidates never read",
         "none",
         "none",
     ]
