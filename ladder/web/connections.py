@@ -200,7 +200,7 @@ def connection_detail_context(
         "state": stand_state(row, membership),
         "membership": membership,
         "naming": naming,
-        "push": push_instructions(row.connection, table.config, base_url)
+        "push": push_instructions(row.connection, table.config, base_url, now)
         if not row.can_refresh
         else None,
         "config": row.config or table.config,

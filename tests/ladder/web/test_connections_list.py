@@ -186,6 +186,19 @@ def test_a_push_only_connection_page_shows_how_often_and_the_exact_request(
     assert page.find_all(lambda e: e.tag == "button" and e.text == "Refresh now") == []
 
 
+def test_the_push_example_is_dated_from_now_never_in_the_past(
+    world: None, operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    later = NOW + timedelta(days=8, hours=3, minutes=25)  # 2026-12-07 15:25 UTC
+    monkeypatch.setattr(dashboard, "current_time", lambda: later)
+
+    response = operator.get("/connections/push-c/")
+
+    body = """  -d '{"remaining_percent": 41.5, "reset_at": "2026-12-07T20:00:00Z"}'</code></pre>"""
+    assert body in html.unescape(response.content.decode())
+    assert "checked_at" not in html.unescape(response.content.decode())
+
+
 def test_a_polled_connection_page_has_no_push_card(world: None, operator: Client) -> None:
     page = parse(operator.get("/connections/plan-a/").content)
 
