@@ -121,9 +121,16 @@ def test_the_filters_and_sort_stay_in_the_url_of_the_poll_and_the_sort_links(
     assert table.attrs["hx-get"] == "/connections/?q=plan&state=in-play&sort=-quota&page=1"
     headers = {a.text: a.attrs["href"] for a in table.by_class("sort-link")}
     assert headers["Quota ▼"] == "/connections/?q=plan&state=in-play&sort=quota"
-    assert headers["Connection"] == "/connections/?q=plan&state=in-play&sort=connection"
+    assert headers["Connection ↕"] == "/connections/?q=plan&state=in-play&sort=connection"
     sorted_by = [th.attrs["aria-sort"] for th in table.by_tag("th") if "aria-sort" in th.attrs]
     assert sorted_by == ["descending"]
+    # Every sortable header looks sortable: a mark, ↕ until it is the sorted column.
+    marks = [
+        (a.text, a.by_class("sort-mark")[0].attrs["aria-hidden"])
+        for a in table.by_class("sort-link")
+    ]
+    assert all(hidden == "true" for _, hidden in marks)
+    assert [text for text, _ in marks if not text.endswith("↕")] == ["Quota ▼"]
     selected = [
         (select.attrs["name"], option.attrs["value"])
         for select in table.by_tag("select")
