@@ -383,6 +383,11 @@ NOTIFY_ATTEMPT_DEADLINE_SECONDS: float = _typed("NOTIFY_ATTEMPT_DEADLINE_SECONDS
 # Loopback and private-range targets are refused unless this is on (link-local and cloud
 # metadata addresses stay refused even then).
 NOTIFY_ALLOW_PRIVATE_TARGETS: bool = _typed("NOTIFY_ALLOW_PRIVATE_TARGETS", env.bool, False)
+# The dashboard's address as operators reach it: each notification links to its subject's
+# page under it (a webhook is sent by the worker, which knows no request to ask).
+DASHBOARD_BASE_URL: str = _typed("DASHBOARD_BASE_URL", env.str, "http://127.0.0.1:8000").rstrip("/")
+if not DASHBOARD_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("DASHBOARD_BASE_URL must be an http:// or https:// address.")
 for _name, _value, _least in (
     ("NOTIFY_EVALUATE_SECONDS", NOTIFY_EVALUATE_SECONDS, 1),
     ("NOTIFY_SUBSCRIPTION_EMPTY_SECONDS", NOTIFY_SUBSCRIPTION_EMPTY_SECONDS, 0),

@@ -12,7 +12,7 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Any, Final
@@ -178,10 +178,40 @@ class Message:
     occurred_at: datetime
     summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    # The dashboard page of the subject (a connection, a pool, the spend...); "" for none.
+    dashboard_url: str = ""
+
+    @property
+    def recovers_at(self) -> datetime | None:
+        """When the subject is expected to recover, where that is known (`recovery_of`)."""
+        return recovery_of(self.kind, self.details)
+
+
+def _instant(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def recovery_of(kind: Kind, details: Mapping[str, Any]) -> datetime | None:
+    """When a notified problem is expected to end, where its details know: a plan that
+    dropped out or runs low comes back at its quota window's reset; an exhausted budget
+    (100 % and over) at its window's end. None otherwise (a rejected credential waits for
+    an operator; an empty pool for its plans; news of a recovery needs none)."""
+    if kind in (Kind.PLAN_EXHAUSTED, Kind.PLAN_LOW):
+        return _instant(details.get("reset_at"))
+    if kind is Kind.BUDGET_CROSSED and int(details.get("threshold_percent") or 0) >= 100:
+        return _instant(details.get("window_end"))
+    return None
 
 
 def json_body(message: Message) -> bytes:
-    """The generic JSON body (keys sorted, compact)."""
+    """The generic JSON body (keys sorted, compact): the dashboard page of the subject
+    and, where known, when it is expected to recover (null otherwise)."""
     document = {
         "id": message.delivery_id,
         "event_id": message.event_id,
@@ -192,6 +222,8 @@ def json_body(message: Message) -> bytes:
         "details": dict(message.details),
         "test": message.kind is Kind.TEST,
         "source": "omniroute-admin",
+        "dashboard_url": message.dashboard_url or None,
+        "recovers_at": iso(message.recovers_at),
     }
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
@@ -204,6 +236,11 @@ def slack_text(text: str) -> str:
 def slack_body(message: Message) -> bytes:
     """A Slack-compatible incoming-webhook body: `{"text": ...}`."""
     text = f"*OmniRoute: {slack_text(message.kind.headline)}*\n{slack_text(message.summary)}"
+    recovers_at = message.recovers_at
+    if recovers_at is not None:
+        text += f"\nExpected back: {recovers_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if message.dashboard_url:
+        text += f"\nIn the dashboard: {slack_text(message.dashboard_url)}"
     return json.dumps({"text": text}, separators=(",", ":")).encode()
 
 

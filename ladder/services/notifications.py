@@ -69,6 +69,7 @@ def observe(now: datetime) -> rules.Observation:
         why,
         quota_error,
         stored_evidence,
+        reset_at,
     ) in Connection.objects.filter(is_active=True).values_list(
         "connection_id",
         "provider",
@@ -78,9 +79,14 @@ def observe(now: datetime) -> rules.Observation:
         "hysteresis_reason",
         "quota_error",
         "overage_evidence",
+        "current_reading__reset_at",
     ):
         if catalog.classify(provider, auth_type).billing is Billing.SUBSCRIPTION:
-            plans.append(rules.PlanObservation(connection_id, state == "dropped_out", since, why))
+            plans.append(
+                rules.PlanObservation(
+                    connection_id, state == "dropped_out", since, why, reset_at=reset_at
+                )
+            )
             evidence = services.evidence_of(stored_evidence)
             if evidence is not None:
                 metering.append(

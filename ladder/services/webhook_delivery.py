@@ -7,12 +7,16 @@ in `ladder/services/webhooks.py`. See docs/NOTIFICATIONS.md."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
+from django.utils.http import urlencode
 
 from ladder.core import webhooks as rules
 from ladder.core.notifications import Kind
@@ -97,15 +101,34 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> SendResult:
     return SendResult(status, "" if 200 <= status < 300 else f"Answered {status}.")
 
 
+def dashboard_path(kind: Kind, details: Mapping[str, Any]) -> str:
+    """The dashboard page of a notification's subject: the connection's page, the pool,
+    the spend page (budgets), the overview (readings), the notifications (a test)."""
+    connection_id = details.get("connection_id")
+    if isinstance(connection_id, str) and connection_id:
+        return reverse("ladder:connection", args=[connection_id])
+    auto_id = details.get("auto_id")
+    if isinstance(auto_id, str) and auto_id:
+        return f"{reverse('ladder:pools')}?{urlencode({'auto_id': auto_id})}"
+    if kind is Kind.BUDGET_CROSSED:
+        return reverse("ladder:spend")
+    if kind is Kind.TEST:
+        return reverse("ladder:notifications")
+    return reverse("ladder:overview")
+
+
 def message_of(delivery: NotificationDelivery) -> rules.Message:
-    """The content of a delivery (the same on every attempt)."""
+    """The content of a delivery (the same on every attempt), linked to the dashboard
+    page of its subject under DASHBOARD_BASE_URL."""
+    kind = Kind(delivery.kind)
     return rules.Message(
         delivery_id=str(delivery.delivery_id),
         event_id=delivery.event_key,
-        kind=Kind(delivery.kind),
+        kind=kind,
         occurred_at=delivery.occurred_at,
         summary=delivery.summary,
         details=delivery.details,
+        dashboard_url=settings.DASHBOARD_BASE_URL + dashboard_path(kind, delivery.details),
     )
 
 

@@ -214,6 +214,7 @@ def _plans(run: _Run, observed: Observation) -> None:
             "reason": plan.reason,
         }
         if plan.is_dropped_out:
+            details["reset_at"] = iso(plan.reset_at)
             summary = (
                 f"Plan connection {plan.connection_id} dropped out: {plan.reason}. "
                 "Traffic that allows it escalates to the next rung."

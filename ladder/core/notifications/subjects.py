@@ -79,6 +79,8 @@ class PlanObservation:
     is_dropped_out: bool
     since: datetime | None
     reason: str
+    # The reset of its current reading's window: when a dropped-out plan comes back.
+    reset_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

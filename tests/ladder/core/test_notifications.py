@@ -233,6 +233,23 @@ def test_scripted_sequences_notify_exactly_these_transitions(
     assert run_script(observations) == expected
 
 
+def test_a_dropped_out_plan_says_when_its_window_resets() -> None:
+    reset = at(5 * 3600)
+    observed = Observation(
+        now=T0, plans=[PlanObservation("claude-max-1", True, at(-10), "why", reset_at=reset)]
+    )
+
+    [transition] = rules.evaluate({}, observed).transitions
+
+    assert transition.details == {
+        "connection_id": "claude-max-1",
+        "since": "2026-11-29T11:59:50+00:00",
+        "reason": "why",
+        "reset_at": "2026-11-29T17:00:00+00:00",
+    }
+    assert webhook_rules.recovery_of(transition.kind, transition.details) == reset
+
+
 def test_a_state_that_holds_is_notified_once() -> None:
     observed = Observation(
         now=T0,
@@ -501,7 +518,68 @@ def test_the_json_body_carries_the_delivery_id_and_the_event() -> None:
         "details": {"connection_id": "claude-max-1"},
         "test": False,
         "source": "omniroute-admin",
+        "dashboard_url": None,
+        "recovers_at": None,
     }
+
+
+LINKED = webhook_rules.Message(
+    delivery_id="5b0f3c1e-9a53-4d4e-8f0e-2f7c3b0f9a11",
+    event_id="plan:claude-max-1#1",
+    kind=Kind.PLAN_EXHAUSTED,
+    occurred_at=T0,
+    summary="Plan connection claude-max-1 dropped out: 1 % left.",
+    details={"connection_id": "claude-max-1", "reset_at": "2026-11-29T17:00:00+00:00"},
+    dashboard_url="https://omniroute.example.com/connections/claude-max-1/",
+)
+
+
+def test_a_body_links_the_dashboard_and_says_when_the_subject_recovers() -> None:
+    document: dict[str, Any] = json.loads(webhook_rules.json_body(LINKED))
+    slack = json.loads(webhook_rules.slack_body(LINKED))
+
+    assert (document["dashboard_url"], document["recovers_at"]) == (
+        "https://omniroute.example.com/connections/claude-max-1/",
+        "2026-11-29T17:00:00+00:00",
+    )
+    assert slack == {
+        "text": "*OmniRoute: Plan connection dropped out*\n"
+        "Plan connection claude-max-1 dropped out: 1 % left.\n"
+        "Expected back: 2026-11-29 17:00 UTC\n"
+        "In the dashboard: https://omniroute.example.com/connections/claude-max-1/"
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "details", "recovers_at"),
+    [
+        (
+            Kind.PLAN_EXHAUSTED,
+            {"reset_at": "2026-11-29T17:00:00+00:00"},
+            "2026-11-29T17:00:00+00:00",
+        ),
+        (Kind.PLAN_EXHAUSTED, {"reset_at": None}, None),  # no reading says when
+        (Kind.PLAN_LOW, {"reset_at": "2026-11-29T17:00:00+00:00"}, "2026-11-29T17:00:00+00:00"),
+        (
+            Kind.BUDGET_CROSSED,
+            {"threshold_percent": 100, "window_end": "2026-12-01T00:00:00+00:00"},
+            "2026-12-01T00:00:00+00:00",
+        ),
+        (
+            Kind.BUDGET_CROSSED,
+            {"threshold_percent": 80, "window_end": "2026-12-01T00:00:00+00:00"},
+            None,
+        ),
+        (Kind.CREDENTIAL_REJECTED, {"connection_id": "x"}, None),  # waits for an operator
+        (Kind.PLAN_BACK, {"reset_at": "2026-11-29T17:00:00+00:00"}, None),  # recovered
+    ],
+)
+def test_the_expected_recovery_is_given_only_where_it_is_known(
+    kind: Kind, details: dict[str, Any], recovers_at: str | None
+) -> None:
+    moment = webhook_rules.recovery_of(kind, details)
+
+    assert (moment.isoformat() if moment is not None else None) == recovers_at
 
 
 def test_the_slack_body_escapes_mentions_and_links() -> None:

@@ -26,6 +26,7 @@ from ladder import services
 from ladder.core import WindowReading
 from ladder.core import notifications as rules
 from ladder.core import webhooks as webhook_rules
+from ladder.core.notifications import Kind
 from ladder.crypto import decrypt_credential
 from ladder.models import (
     Connection,
@@ -332,15 +333,39 @@ def test_the_receiver_verifies_the_signature_with_the_shared_secret(
     assert delivery.delivered_at == NOW
 
 
-def test_a_slack_webhook_gets_a_text_body(receiver: FakeUpstream, clock: Clock) -> None:
+def test_a_slack_webhook_gets_a_text_body(
+    receiver: FakeUpstream, clock: Clock, settings: Any
+) -> None:
+    settings.DASHBOARD_BASE_URL = "https://omniroute.example.com/ops"
     delivery = pending_for(hook_to(receiver, body_format="slack"))
 
     webhook_delivery.deliver(str(delivery.delivery_id))
 
     assert json.loads(receiver.received[0].body) == {
         "text": "*OmniRoute: Plan connection dropped out*\n"
-        "Plan connection claude-max-1 dropped out: 1 % left."
+        "Plan connection claude-max-1 dropped out: 1 % left.\n"
+        "In the dashboard: https://omniroute.example.com/ops/connections/claude-max-1/"
     }
+
+
+@pytest.mark.parametrize(
+    ("kind", "details", "path"),
+    [
+        (Kind.PLAN_EXHAUSTED, {"connection_id": "claude-max-1"}, "/connections/claude-max-1/"),
+        (
+            Kind.SUBSCRIPTION_EMPTY,
+            {"auto_id": "auto/subscription"},
+            "/pools/?auto_id=auto%2Fsubscription",
+        ),
+        (Kind.BUDGET_CROSSED, {"rung": "cheap"}, "/spend/"),
+        (Kind.READINGS_STALE, {}, "/"),
+        (Kind.TEST, {"webhook": "ops"}, "/notifications/"),
+    ],
+)
+def test_each_notification_links_the_dashboard_page_of_its_subject(
+    kind: Kind, details: dict[str, Any], path: str
+) -> None:
+    assert webhook_delivery.dashboard_path(kind, details) == path
 
 
 def test_a_repeated_task_message_never_sends_a_delivered_notification_again(
