@@ -19,6 +19,7 @@ from billing.forms import CatalogEntryForm
 from billing.models import AuditEntry, BillingCatalogEntry
 from billing.names import KnownNames
 from billing.views import EDIT_IDS, NEW_IDS, error_notice
+from ladder.core.audit_changes import field_changes
 from ladder.models import Connection
 from omniroute_admin.dashboard import (
     HtmxHttpRequest,
@@ -43,39 +44,26 @@ class AuditLine:
     entry: AuditEntry
     changes: list[str]
 
-
-# Audited fields in reading order (a JSON column need not keep its keys' order).
-AUDIT_FIELD_ORDER = (
-    "provider",
-    "model",
-    "auth_type",
-    "billing",
-    "overage",
-    "input_usd_per_mtok",
-    "output_usd_per_mtok",
-    "tier_override",
-    "reason",
-)
+    @property
+    def verb(self) -> str:
+        """What happened, as the audit trail says it: created, changed, deleted."""
+        return _VERBS.get(self.entry.action, self.entry.action)
 
 
-def _ordered(keys: Iterable[str]) -> list[str]:
-    known = {name: index for index, name in enumerate(AUDIT_FIELD_ORDER)}
-    return sorted(keys, key=lambda key: (known.get(key, len(known)), key))
+_VERBS: Final = {"create": "created", "update": "changed", "delete": "deleted"}
 
 
 def audit_line(entry: AuditEntry) -> AuditLine:
-    """The changed fields of an audit row, "field: before -> after"."""
-    before, after = entry.before or {}, entry.after or {}
-    if entry.action == AuditEntry.Action.CREATE:
-        changes = [f"{key}: {after[key]}" for key in _ordered(after) if key != "reason"]
-    elif entry.action == AuditEntry.Action.DELETE:
-        changes = [f"{key}: {before[key]}" for key in _ordered(before) if key != "reason"]
-    else:
-        changes = [
-            f"{key}: {before.get(key)} \u2192 {after.get(key)}"
-            for key in _ordered(after)
-            if before.get(key) != after.get(key)
-        ]
+    """The changed fields of an audit row as the audit trail writes them ("Billing:
+    metered → subscription"): labels, not internal names; a created or deleted entry's
+    fields without its reason; a value written differently is no change."""
+    changes = []
+    for change in field_changes(entry.action, entry.before, entry.after):
+        if change.before is None or change.after is None:
+            if change.field != "reason":
+                changes.append(f"{change.label}: {change.after or change.before}")
+        else:
+            changes.append(f"{change.label}: {change.before} \u2192 {change.after}")
     return AuditLine(entry, changes)
 
 

@@ -196,8 +196,8 @@ def test_catalog_update_saves_over_the_loaded_version_and_audits(
     )
     history = parse(response.content).by_id(f"entry-{entry.pk}").by_class("history")[0]
     assert history.by_tag("li")[0].text.endswith(
-        "olga update: billing: metered → subscription; overage: meters-to-paid → hard-stop; "
-        "reason: API keys bill per token. → Pretend plan."
+        "olga changed: Billing: metered → subscription; Overage: meters-to-paid → hard-stop; "
+        "Reason: API keys bill per token. → Pretend plan."
     )
 
 
@@ -256,7 +256,10 @@ def test_catalog_delete_asks_first_then_deletes_and_audits(demo: None, operator:
     assert not BillingCatalogEntry.objects.filter(pk=entry.pk).exists()
     audit = AuditEntry.objects.get(target_type="catalog", target_id=str(entry.pk), action="delete")
     assert (audit.actor, audit.before["provider"], audit.after) == ("olga", "groq", None)
-    assert "deleted entry" in parse(response.content).by_class("deleted")[0].text
+    deleted = parse(response.content).by_class("deleted")[0].text
+    assert "deleted entry" in deleted
+    assert "Provider: groq; Auth type: " in deleted  # labels, never auth_type
+    assert "auth_type" not in deleted
 
 
 def test_a_catalog_edit_changes_the_verdict_and_the_pool(demo: None, operator: Client) -> None:
