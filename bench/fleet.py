@@ -97,6 +97,8 @@ def run_gateway(config: dict[str, Any]) -> dict[str, Any]:
     options: dict[str, Any] = {"spool_path": config["spool"]}
     if config["refresh_jitter"] is not None:
         options["refresh_jitter_seconds"] = config["refresh_jitter"]
+    if config["flush_interval"] is not None:
+        options["flush_interval"] = config["flush_interval"]
     client = OmniRouteClient(config["base"], config["token"], **options)
     flip = config["flip"]
     deadline = time.monotonic() + READY_SECONDS
@@ -441,6 +443,12 @@ def main() -> None:
         default=None,
         help="the client's refresh_jitter_seconds (default: the client's own, 0.25)",
     )
+    parser.add_argument(
+        "--flush-interval",
+        type=float,
+        default=None,
+        help="the client's flush_interval, how often it sends spend (default: its own, 0.2)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run every size")
     args = parser.parse_args()
     fleets = [int(size) for size in args.fleets.split(",")]
@@ -461,7 +469,9 @@ def main() -> None:
             f"production command, {args.workers} worker(s), {args.candidates} candidates; "
             f"each gateway {args.rate:.0f} requests/s for {args.duration:.0f} s; "
             f"a write every {args.interval} s flips {flip}; the client's refresh jitter "
-            f"{'its default' if args.refresh_jitter is None else f'{args.refresh_jitter} s'}"
+            f"{'its default' if args.refresh_jitter is None else f'{args.refresh_jitter} s'}, "
+            f"flush interval "
+            f"{'its default' if args.flush_interval is None else f'{args.flush_interval} s'}"
         )
         # Which pools the write moves: flip it out and back in, reading the pools each time.
         writer = Writer(common, token, args.interval, flip)
@@ -526,6 +536,7 @@ def measure(fleet: Fleet, size: int) -> tuple[str, bool]:
                 "index": index,
                 "spool": str(Path(spools) / f"spool-{index}.sqlite3"),
                 "refresh_jitter": args.refresh_jitter,
+                "flush_interval": args.flush_interval,
             }
             for index in range(size)
         ]
