@@ -155,11 +155,7 @@ def run_gateway(config: dict[str, Any]) -> dict[str, Any]:
         "request_path_trips": request_path_trips,
         "reported": reported,
         "drained": drained,
-        # client.metrics() reads the spool, which close() closed: its two parts instead.
-        "metrics": {
-            **client.stats,
-            **{f"reports_{name}": value for name, value in client.reporter.metrics.items()},
-        },
+        "metrics": {k: v for k, v in client.metrics().items() if isinstance(v, int | float)},
     }
 
 
