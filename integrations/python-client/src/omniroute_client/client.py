@@ -48,6 +48,11 @@ from .reporter import Reporter
 from .sticky import StickyConnections
 
 log = logging.getLogger("omniroute_client")
+# A kept-alive connection the control plane closed while idle (gunicorn closes one idle
+# for its keep-alive seconds, 2 by default) fails the request sent on it as it closes:
+# a pool request (a read) is sent once more, on a new connection, before the control
+# plane counts as unreachable (which opens the breaker: auto/subscription fails closed).
+CLOSED_UNDER_US = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 FEED_WAIT_SECONDS = 25
 # A long poll is answered by the end of its `wait` (a heartbeat: the same version when
@@ -388,18 +393,23 @@ class _Base:
             return self._fallback(key, auto_id, None)
         path = f"/pools/{auto_id}"
         sent_at = time.time()
-        try:
-            if candidates is None:
-                response = self.http.get(path, headers=headers)
-            else:
-                response = self.http.post(
-                    path, json=self._request_body(candidates), headers=headers
-                )
-                if self._is_ref_refusal(response):
-                    self.ref_supported = False
-                    response = self.http.post(path, json=self._request_body(candidates))
-        except httpx.TransportError as error:
-            return self._unreachable(key, auto_id, error)
+        for attempt in range(2):
+            try:
+                if candidates is None:
+                    response = self.http.get(path, headers=headers)
+                else:
+                    response = self.http.post(
+                        path, json=self._request_body(candidates), headers=headers
+                    )
+                    if self._is_ref_refusal(response):
+                        self.ref_supported = False
+                        response = self.http.post(path, json=self._request_body(candidates))
+                break
+            except CLOSED_UNDER_US as error:
+                if attempt:
+                    return self._unreachable(key, auto_id, error)
+            except httpx.TransportError as error:
+                return self._unreachable(key, auto_id, error)
         kept_as = current if generation is None else generation
         return self._answered(key, auto_id, response, previous, kept_as, candidates, sent_at)
 
@@ -663,18 +673,23 @@ class AsyncOmniRouteClient(_Base):
             return self._fallback(key, auto_id, None)
         path = f"/pools/{auto_id}"
         sent_at = time.time()
-        try:
-            if candidates is None:
-                response = await self.ahttp.get(path, headers=headers)
-            else:
-                response = await self.ahttp.post(
-                    path, json=self._request_body(candidates), headers=headers
-                )
-                if self._is_ref_refusal(response):
-                    self.ref_supported = False
-                    response = await self.ahttp.post(path, json=self._request_body(candidates))
-        except httpx.TransportError as error:
-            return self._unreachable(key, auto_id, error)
+        for attempt in range(2):
+            try:
+                if candidates is None:
+                    response = await self.ahttp.get(path, headers=headers)
+                else:
+                    response = await self.ahttp.post(
+                        path, json=self._request_body(candidates), headers=headers
+                    )
+                    if self._is_ref_refusal(response):
+                        self.ref_supported = False
+                        response = await self.ahttp.post(path, json=self._request_body(candidates))
+                break
+            except CLOSED_UNDER_US as error:
+                if attempt:
+                    return self._unreachable(key, auto_id, error)
+            except httpx.TransportError as error:
+                return self._unreachable(key, auto_id, error)
         return self._answered(key, auto_id, response, previous, generation, candidates, sent_at)
 
     async def aclose(self, timeout: float = 10.0) -> bool:
