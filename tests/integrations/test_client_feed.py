@@ -203,6 +203,17 @@ def test_a_decision_the_write_changed_is_refetched_before_the_next_request(
         client.close()
 
 
+def _held_then_moved(client: OmniRouteClient, plane: FeedPlane) -> Any:
+    """The decision the client holds once a write elsewhere moved the feed (with
+    `refresh_on_change=False`, its next ask revalidates it on the pool connection)."""
+    _until(lambda: client.feed_live)
+    decision = client.pool("auto/thrifty")
+    generation = client.generation
+    plane.bump()
+    _until(lambda: client.generation != generation)
+    return decision
+
+
 def test_a_pool_request_whose_connection_closes_under_it_is_sent_again_once(
     plane: FeedPlane, clock: Clock
 ) -> None:
@@ -210,11 +221,7 @@ def test_a_pool_request_whose_connection_closes_under_it_is_sent_again_once(
     # as one closed counted as the control plane down, and subscription failed closed.
     client = OmniRouteClient(plane.url, "t", clock=clock, refresh_on_change=False)
     try:
-        _until(lambda: client.feed_live)
-        decision = client.pool("auto/thrifty")
-        generation = client.generation
-        plane.bump()
-        _until(lambda: client.generation != generation)
+        decision = _held_then_moved(client, plane)
         plane.drop_pools = 1
 
         again = client.pool("auto/thrifty")  # a revalidation, on the kept-alive connection
@@ -231,11 +238,7 @@ def test_a_pool_request_closed_under_it_twice_is_the_control_plane_unreachable(
 ) -> None:
     client = OmniRouteClient(plane.url, "t", clock=clock, refresh_on_change=False)
     try:
-        _until(lambda: client.feed_live)
-        client.pool("auto/thrifty")
-        generation = client.generation
-        plane.bump()
-        _until(lambda: client.generation != generation)
+        _held_then_moved(client, plane)
         plane.drop_pools = 2  # the retry's connection is closed under it too
 
         client.pool("auto/thrifty")  # thrifty: its last decision, within its grace
@@ -251,11 +254,7 @@ def test_without_refreshing_the_next_request_after_a_move_revalidates(
 ) -> None:
     client = OmniRouteClient(plane.url, "t", clock=clock, refresh_on_change=False)
     try:
-        _until(lambda: client.feed_live)
-        decision = client.pool("auto/thrifty")
-        generation = client.generation
-        plane.bump()
-        _until(lambda: client.generation != generation)
+        decision = _held_then_moved(client, plane)
         assert plane.pool_requests() == 1
 
         assert client.pool("auto/thrifty") is decision  # revalidated: a 304
