@@ -41,7 +41,7 @@ def hung_database(
     on, until the returned event is set: the test's connection and every one opened
     (the pool threads', closed after each request)."""
     settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = DEADLINE
-    monkeypatch.setattr(deadline, "_dashboard_pool", None)
+    monkeypatch.setattr(deadline, "_pools", {})
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
     release = threading.Event()
 
@@ -81,8 +81,8 @@ def operator(transactional_db: None) -> Client:
 
 
 def _all_busy(size: int) -> bool:
-    pool = deadline._dashboard_pool
-    return pool is not None and pool._started == size and not pool._idle_threads
+    pool = deadline.pool("dashboard")
+    return pool.threads == size and pool.idle == 0
 
 
 def timed(send: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
@@ -159,8 +159,7 @@ def test_with_every_dashboard_thread_stuck_and_no_queue_the_next_request_is_answ
 
 
 def _queued() -> int:
-    pool = deadline._dashboard_pool
-    return getattr(pool, "_waiting", 0) if pool is not None else 0
+    return deadline.pool("dashboard").waiting
 
 
 def _tabs(viewer: Client, count: int) -> list[Client]:
@@ -238,7 +237,7 @@ def test_a_queued_request_gets_the_error_state_once_its_wait_passes_and_leaves_t
     settings.DASHBOARD_MAX_THREADS = 1
     settings.DASHBOARD_QUEUE_LENGTH = 1
     settings.DASHBOARD_QUEUE_WAIT_SECONDS = DEADLINE / 2
-    assert deadline._get_dashboard_pool().submit(hung_database.wait) is not None
+    assert deadline.pool("dashboard").submit(hung_database.wait) is not None
     assert _all_busy(1)
 
     response = viewer.get("/", headers=htmx_headers("ladder-status"))
@@ -252,7 +251,7 @@ def test_static_files_and_healthz_never_wait_on_the_dashboard_threads(
     viewer: Client, hung_database: threading.Event, settings: Any
 ) -> None:
     settings.DASHBOARD_MAX_THREADS = 1
-    assert deadline._get_dashboard_pool().submit(hung_database.wait) is not None
+    assert deadline.pool("dashboard").submit(hung_database.wait) is not None
     assert _all_busy(1)
 
     # A balancer's health check, without a session (a session cookie would be read from
@@ -350,9 +349,9 @@ def test_a_pool_whose_threads_have_not_moved_for_a_whole_wait_queues_no_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     release = threading.Event()
-    pool = deadline._Pool(1, "stuck", queue=4)
+    pool = deadline.Pool(1, "stuck", queue=4)
     assert pool.submit(release.wait) is not None
-    moved = pool._moved
+    moved = pool.moved
     later = type("Clock", (), {"monotonic": staticmethod(lambda: moved + 2.0)})
     monkeypatch.setattr(deadline, "time", later)
 
@@ -360,4 +359,4 @@ def test_a_pool_whose_threads_have_not_moved_for_a_whole_wait_queues_no_one(
     release.set()
 
     assert refused is None
-    assert pool._waiting == 0
+    assert pool.waiting == 0

@@ -20,7 +20,8 @@ from django.utils import timezone
 from ladder import metrics, tokens
 from ladder.models import ApiToken
 from omniroute_admin import fast_lane
-from omniroute_admin.deadline import DETAIL, UNAVAILABLE_DETAIL
+from omniroute_admin.errors import DATABASE_DOWN as UNAVAILABLE_DETAIL
+from omniroute_admin.errors import DATABASE_SLOW as DETAIL
 from omniroute_admin.fast_lane import MAX_SHAPES, PoolFastLane
 from tests.ladder.factories import make_candidate, make_connection, make_reading, make_token
 
@@ -274,7 +275,7 @@ def test_the_learned_request_shapes_are_bounded(
     for index in range(MAX_SHAPES + 5):
         assert call(lane, token=gateway, HTTP_HOST=f"host-{index}.example").code == 200
 
-    assert len(lane._headers) == MAX_SHAPES
+    assert len(lane.headers) == MAX_SHAPES
 
 
 @pytest.mark.usefixtures("plan")
@@ -290,9 +291,9 @@ def test_a_request_shape_with_oversized_values_is_never_learned(
 
     assert [a.code for a in answers] == [200, 200, 200]
     assert django_app.calls == 3  # every one answered by Django, none by the lane
-    assert lane._headers == {}
+    assert lane.headers == {}
     assert call(lane, token=gateway, HTTP_HOST=long_host).code == 200
-    assert len(lane._headers) == 1  # a long but plausible host is still learned
+    assert len(lane.headers) == 1  # a long but plausible host is still learned
 
 
 @pytest.mark.usefixtures("plan")

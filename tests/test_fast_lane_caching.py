@@ -102,7 +102,7 @@ def test_the_lane_sends_each_decisions_own_tag_and_max_age(
     )
     assert [n.lower() for n, _ in again.headers].count("etag") == 1
     assert [n.lower() for n, _ in again.headers].count("cache-control") == 1
-    learned_names = {n.lower() for headers in lane._headers.values() for n, _ in headers}
+    learned_names = {n.lower() for headers in lane.headers.values() for n, _ in headers}
     assert learned_names.isdisjoint({"etag", "cache-control", "content-length"})
 
 

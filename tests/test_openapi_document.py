@@ -90,6 +90,6 @@ def test_the_docs_are_served_outside_the_api_deadline(
     def no_pool(*args: Any) -> Any:
         raise AssertionError("the docs went through the deadline's pool")
 
-    monkeypatch.setattr(deadline, "_on_pool", no_pool)
+    monkeypatch.setattr(deadline, "call_within_deadline", no_pool)
 
     assert Client().get(path).status_code == 200
