@@ -1,6 +1,6 @@
 """The dashboard kit every app's views share: the typed HTMX request, the roles and the
-access guards, the clock, and `render` / `done`, which answer a page or the fragment an
-HTMX request asks for.
+access guards, the clock, `render` / `done`, which answer a page or the fragment an HTMX
+request asks for, and `page_unavailable`, the error state when the database does not.
 
 Access: every page needs a login and a role (the `viewer` or `operator` group, or a
 superuser); writes need `operator`. Every dashboard response carries `Vary: HX-Request`
@@ -20,11 +20,13 @@ from django.contrib import messages
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.utils.html import escape
 from django.utils.http import urlencode
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
@@ -166,6 +168,62 @@ def not_found_page(request: HtmxHttpRequest, message: str) -> TemplateResponse:
     return render(
         request, NOT_FOUND_TEMPLATE, {"missing": message}, partials=("not-found",), status=404
     )
+
+
+# The dashboard's error state. Built without the database (no session, no user, no
+# context processors): it is what a request gets when the database does not answer.
+NOT_ANSWERING = "The database is not answering."
+DOWN = "The database is unavailable."
+WRITE_CUT_OFF = (
+    "The database did not answer in time: your change may or may not have been saved. "
+    "Reload the page to check before you try again."
+)
+WRITE_FAILED = (
+    "The database is unavailable: your change was probably not saved. "
+    "Reload the page to check before you try again."
+)
+
+
+def page_unavailable(request: HttpRequest, *, answered: bool) -> HttpResponse:
+    """The 503 a dashboard request gets when the database did not answer in time
+    (`answered=False`) or answered with an error: for an htmx request a line for the
+    page's error box (the part it asked for stays, and its poll goes on), for a page a
+    small page that reloads itself (GET), for /readyz and /metrics their own formats."""
+    if request.path == "/readyz":
+        problem = "OperationalError" if answered else "DeadlinePassed"
+        down = {"status": "unavailable", "down": {"database": problem}}
+        response: HttpResponse = JsonResponse(down, status=503)
+    elif request.path == "/metrics":
+        response = HttpResponse(
+            "# metrics unavailable: DeadlinePassed\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    else:
+        is_read = request.method in ("GET", "HEAD")
+        if is_read:
+            message = f"{DOWN if answered else NOT_ANSWERING} "
+            message += f"Live parts of this page retry every {POLL_SECONDS} s."
+        else:
+            message = WRITE_FAILED if answered else WRITE_CUT_OFF
+        is_htmx = request.headers.get("HX-Request") == "true"
+        if is_htmx:
+            content = f'<span class="request-error-text">{escape(message)}</span>'
+        else:
+            context = {"message": message, "reload_seconds": POLL_SECONDS if is_read else None}
+            content = render_to_string("unavailable.html", context)
+        response = HttpResponse(content, status=503, content_type="text/html; charset=utf-8")
+        if is_htmx:
+            # Into the page's error box (templates/base.html, static/dashboard.js), not
+            # over the part that asked: a polled part keeps its content and its poll.
+            response["HX-Retarget"] = "#request-error"
+            response["HX-Reswap"] = "innerHTML"
+        response["Vary"] = "HX-Request"
+    response["Retry-After"] = str(POLL_SECONDS)
+    response["Cache-Control"] = "no-store"
+    # The security middleware above the deadline's adds the rest; clickjacking's comes later.
+    response["X-Frame-Options"] = "DENY"
+    return response
 
 
 def done(

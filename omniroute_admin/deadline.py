@@ -33,10 +33,9 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
-from django.utils.html import escape
+from django.http import HttpRequest, HttpResponse
 
+from omniroute_admin.dashboard import page_unavailable
 from omniroute_admin.errors import DATABASE_DOWN, DATABASE_SLOW, unavailable
 from omniroute_admin.middleware import is_api_path, too_large
 
@@ -184,64 +183,6 @@ def call_within_deadline(fn: Callable[..., T], *args: Any, lane: str = "api") ->
         except TimeoutError:
             why = "the database did not answer"
     raise DeadlinePassed(f"passed its {deadline:.2f} s deadline ({why})")
-
-
-# The dashboard's error state. Built without the database (no session, no user, no
-# context processors): it is what a request gets when the database does not answer.
-NOT_ANSWERING = "The database is not answering."
-DOWN = "The database is unavailable."
-WRITE_CUT_OFF = (
-    "The database did not answer in time: your change may or may not have been saved. "
-    "Reload the page to check before you try again."
-)
-WRITE_FAILED = (
-    "The database is unavailable: your change was probably not saved. "
-    "Reload the page to check before you try again."
-)
-
-
-def page_unavailable(request: HttpRequest, *, answered: bool) -> HttpResponse:
-    """The 503 a dashboard request gets when the database did not answer in time
-    (`answered=False`) or answered with an error: for an htmx request a line for the
-    page's error box (the part it asked for stays, and its poll goes on), for a page a
-    small page that reloads itself (GET), for /readyz and /metrics their own formats."""
-    from omniroute_admin.dashboard import POLL_SECONDS
-
-    if request.path == "/readyz":
-        problem = "OperationalError" if answered else "DeadlinePassed"
-        response: HttpResponse = JsonResponse(
-            {"status": "unavailable", "down": {"database": problem}}, status=503
-        )
-    elif request.path == "/metrics":
-        response = HttpResponse(
-            "# metrics unavailable: DeadlinePassed\n",
-            status=503,
-            content_type="text/plain; charset=utf-8",
-        )
-    else:
-        is_read = request.method in ("GET", "HEAD")
-        if is_read:
-            message = f"{DOWN if answered else NOT_ANSWERING} "
-            message += f"Live parts of this page retry every {POLL_SECONDS} s."
-        else:
-            message = WRITE_FAILED if answered else WRITE_CUT_OFF
-        if request.headers.get("HX-Request") == "true":
-            content = f'<span class="request-error-text">{escape(message)}</span>'
-        else:
-            context = {"message": message, "reload_seconds": POLL_SECONDS if is_read else None}
-            content = render_to_string("unavailable.html", context)
-        response = HttpResponse(content, status=503, content_type="text/html; charset=utf-8")
-        if request.headers.get("HX-Request") == "true":
-            # Into the page's error box (templates/base.html, static/dashboard.js), not
-            # over the part that asked: a polled part keeps its content and its poll.
-            response["HX-Retarget"] = "#request-error"
-            response["HX-Reswap"] = "innerHTML"
-        response["Vary"] = "HX-Request"
-    response["Retry-After"] = str(POLL_SECONDS)
-    response["Cache-Control"] = "no-store"
-    # The security middleware above this one adds the rest; clickjacking's comes later.
-    response["X-Frame-Options"] = "DENY"
-    return response
 
 
 class RequestDeadlineMiddleware:

@@ -1,20 +1,13 @@
 """The gateway's hot path, answered before Django builds a request.
 
-Nearly every gateway request asks for a pool (`GET /api/v1/pools/<auto id>`, or a `POST`
-of its own candidates) whose decision this process already holds for the current change
-counters. Through Django that costs a request object, thirteen middleware, the router and
-(for a POST) validating every candidate; here it costs one query (the token and the
-counters, ladder.tokens) and a dictionary lookup (a POST by a digest of its exact body),
-and the bytes are those the endpoint rendered, or its `304` when `If-None-Match` names
-the decision's tag.
-
-The lane only replays what Django answered: it serves a request only once an earlier one
-of the same shape (method, host, scheme, trusted proxy headers) got a 200 from the
-endpoint, and sends that answer's headers with the cached body; a decision's own headers
-(`ETag`, `Cache-Control`) are computed for each answer (ladder.api.pool_answers). So a
-refused host, a redirected plain-HTTP request, a bad or revoked token, a bad auto id or a
-decision not cached yet go on to Django, every time. Its query runs under the API's
-deadline (omniroute_admin.deadline) and fails with the endpoint's JSON 503.
+A pool read (`GET /api/v1/pools/<auto id>`, or a `POST` of its own candidates) whose
+decision this process holds for the current change counters costs here one query (the
+token and the counters, ladder.tokens) and a dictionary lookup, not a request object,
+thirteen middleware, the router and validating every candidate; the bytes are those the
+endpoint rendered, or its `304`. The lane only replays what Django answered: a request
+of a shape (method, host, scheme, trusted proxy headers) whose 200 it has not seen, a bad
+or revoked token or a decision not cached yet goes on to Django, every time. Its query
+runs under the API's deadline (omniroute_admin.deadline).
 """
 
 from __future__ import annotations

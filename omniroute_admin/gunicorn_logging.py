@@ -1,11 +1,6 @@
-"""gunicorn's logger with escaped lines (named by `logger_class` in gunicorn.conf.py).
-
-gunicorn formats its error log and its access log (request line, Referer, User-Agent and
-any other header an access_log_format names) with handlers of its own, which Django's
-LOGGING never reaches: each of them is wrapped in EscapingWrapper, so a hostile header
-value cannot forge an access-log line. Formats, files and the access log's on/off
-switch stay gunicorn's.
-"""
+"""gunicorn's logger with escaped lines (named by `logger_class` in gunicorn.conf.py):
+its error and access logs have handlers of their own, which Django's LOGGING never
+reaches, so each is wrapped and a hostile header value cannot forge a log line."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
     database instead."""
     from django.views.defaults import server_error as django_server_error
 
-    from omniroute_admin.deadline import page_unavailable
+    from omniroute_admin.dashboard import page_unavailable
     from omniroute_admin.errors import DATABASE_DOWN
     from omniroute_admin.middleware import is_api_path
 

@@ -1,19 +1,13 @@
-"""The production worker class: uvicorn's, with a deadline on reading each request.
+"""The production worker class (`-k omniroute_admin.worker.Worker`): uvicorn's, with a
+deadline on reading each request.
 
-    gunicorn omniroute_admin.asgi:application -k omniroute_admin.worker.Worker
-
-uvicorn closes a kept-alive connection that stays idle past gunicorn's `--keep-alive`,
-but not one that opens and sends nothing, nor one that drips its request a byte at a
-time: 2,000 such sockets were held for good, every descriptor of the server with them
-(issue #30). Here a connection must send each request whole, headers and body, within
-`REQUEST_READ_TIMEOUT_SECONDS` of its opening (its first request) or of the request's
-first byte (a later one: until then the keep-alive timeout applies), or it is closed.
-The time the application takes to answer does not count (a held change-feed answer
-lasts up to 30 s). A request cut short this way never reaches the application
-(omniroute_admin.asgi reads the whole body before calling it).
-
-Imported by gunicorn's master before any worker forks: it loads no Django (the
-deadline is read from the settings when a connection opens, in a worker)."""
+uvicorn closes a kept-alive connection idle past `--keep-alive`, but not one that sends
+nothing or drips its request a byte at a time: 2,000 such sockets once held every
+descriptor of the server (issue #30). Here a connection must send each request whole
+within `REQUEST_READ_TIMEOUT_SECONDS` of its opening (its first request) or of the
+request's first byte (a later one), or it is closed; the time the application takes to
+answer does not count. Imported by gunicorn's master before any worker forks: it loads
+no Django until a connection opens, in a worker."""
 
 from __future__ import annotations
 
@@ -51,17 +45,12 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
             from django.conf import settings
 
             seconds = float(settings.REQUEST_READ_TIMEOUT_SECONDS)
-            self.read_deadline = self.loop.call_later(seconds, self._too_slow)
+            self.read_deadline = self.loop.call_later(seconds, self.transport.close)
 
     def _stop_deadline(self) -> None:
         if self.read_deadline is not None:
             self.read_deadline.cancel()
             self.read_deadline = None
-
-    def _too_slow(self) -> None:
-        self.read_deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
 
 
 class Worker(UvicornWorker):
