@@ -156,16 +156,14 @@ def server_error(request: HttpRequest) -> HttpResponse:
     from django.views.defaults import server_error as django_server_error
 
     from omniroute_admin.dashboard import page_unavailable
-    from omniroute_admin.errors import DATABASE_DOWN
+    from omniroute_admin.errors import DATABASE_DOWN, unavailable
     from omniroute_admin.middleware import is_api_path
 
     # Django calls this handler while it handles the exception.
     is_database_error = isinstance(sys.exc_info()[1], (OperationalError, InterfaceError))
     if is_api_path(request.path):
         if is_database_error:
-            response = JsonResponse({"detail": DATABASE_DOWN}, status=503)
-            response["Retry-After"] = "1"
-            return response
+            return unavailable(DATABASE_DOWN)  # the API's one 503
         return JsonResponse({"detail": "Internal error."}, status=500)
     if is_database_error:
         return page_unavailable(request, answered=True)
