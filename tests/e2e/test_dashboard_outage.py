@@ -53,7 +53,7 @@ class HungDatabase:
 
     def hang(self) -> None:
         self.settings.DASHBOARD_REQUEST_DEADLINE_SECONDS = 0.5
-        self.monkeypatch.setattr(deadline, "_dashboard_pool", None)
+        self.monkeypatch.setattr(deadline, "_pools", {})
         self.monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
         self.answering.clear()
         connection_created.connect(self._hook)
