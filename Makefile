@@ -42,20 +42,26 @@ run: install .env
 # never what an earlier run left behind.
 TEST_BROKER_DIR := $(abspath var/test-broker)
 # `make test-fast` runs the independent tests on TEST_WORKERS processes (pytest-xdist; each
-# its own test database); those that start a Celery worker, a broker or Chromium (markers
-# integration, e2e) share the broker's queue and stay in one process.
+# its own test database).
 TEST_WORKERS ?= 2
 UNIT := -m "not integration and not e2e"
 TEST_ENV := CELERY_FILESYSTEM_BROKER_DIR=$(TEST_BROKER_DIR)
+# The tests that start a Celery worker, a broker or Chromium (markers integration, e2e) run
+# on TEST_WORKERS processes too, each with queues and a filesystem broker of its own
+# (execnet's `env:` in each --tx spec, read by the settings at start-up): a worker one
+# test starts consumes only its own process's queues, so it never takes a task another
+# process's test sent (to another test database). By file, so a module's Chromium and
+# fixtures start once per module.
+WORKER_TX := --dist loadfile $(foreach n,$(shell seq $(TEST_WORKERS)),--tx 'popen//env:CELERY_TASK_DEFAULT_QUEUE=omniroute-test$(n)//env:CELERY_NOTIFICATIONS_QUEUE=omniroute-notifications-test$(n)//env:CELERY_FILESYSTEM_BROKER_DIR=$(TEST_BROKER_DIR)/$(n)')
 
 # The whole suite: the independent tests on TEST_WORKERS processes (pytest-xdist, each
-# its own test database; 3,600 tests in 6 min where one process took over 20), then those
-# that start a Celery worker, a broker or Chromium in one process (they share the
-# broker's queue and the browser), then the LiteLLM plugin's end-to-end tests.
+# its own test database; 3,600 tests in 4 min where one process took over 20), then those
+# that start a Celery worker, a broker or Chromium (on TEST_WORKERS processes with queues
+# of their own, WORKER_TX), then the LiteLLM plugin's end-to-end tests.
 test: install
 	rm -rf $(TEST_BROKER_DIR)
 	$(TEST_ENV) $(PY) -m pytest -n $(TEST_WORKERS) $(UNIT) $(PYTEST_ARGS)
-	$(TEST_ENV) $(PY) -m pytest -m "integration or e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest $(WORKER_TX) -m "integration or e2e" $(PYTEST_ARGS)
 	$(MAKE) test-integrations
 
 # The inner loop: the independent tests only, on both cores, stopping at the first failure.
