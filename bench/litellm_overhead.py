@@ -168,11 +168,12 @@ async def after_write(srv: Any, writes: int) -> dict[str, float]:
             if i % 2 == 0
             else {"kind": "success"}
         )
-        generation = omni.client.generation
+        refreshes = omni.client.stats["refreshes"]
         written = time.perf_counter()
         answer = srv.api("POST", "/connections/w-key/events", event, operator=False)
         assert answer.status_code == 200, answer.text
-        wait_for(lambda g=generation: omni.client.generation != g, 10, "the feed's notice")
+        # The feed's notice, and the client's refresh after it done.
+        wait_for(lambda r=refreshes: omni.client.stats["refreshes"] > r, 10, "the feed's notice")
         feed.append(time.perf_counter() - written)
         t = time.perf_counter()
         await omni.acompletion(model="auto/thrifty", messages=M)

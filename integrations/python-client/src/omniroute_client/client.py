@@ -5,12 +5,12 @@
 decision or a failure, every concurrent caller shares (`flight.SingleFlight`); a short
 circuit breaker (`flight.Breaker`) answers from the fail modes at once while the control
 plane is unreachable. A background thread follows the change feed (`GET /changes`) and,
-when it moves, fetches the recently used decisions again before retiring the old ones;
-a feed with no answer for `feed_wait_seconds + feed_margin_seconds` is blind, and no kept
-decision is served again before it is revalidated. Without the feed (404 or down)
-decisions are revalidated at least every `revalidate_seconds`. Spend and events go to a
-background reporter through a durable spool. The gateway's own events invalidate its
-decisions at once.
+when it moves, fetches the recently used decisions again, each served the moment its own
+refetch lands (`refresh.Refresh`); a feed with no answer for `feed_wait_seconds +
+feed_margin_seconds` is blind, and no kept decision is served again before it is
+revalidated. Without the feed (404 or down) decisions are revalidated at least every
+`revalidate_seconds`. Spend and events go to a background reporter through a durable
+spool. The gateway's own events invalidate its decisions at once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ from .decisions import (
 )
 from .events import event_for_exception, event_for_response, says_can_meter
 from .flight import Breaker, SingleFlight
+from .refresh import Refresh
 from .reporter import Reporter
 from .sticky import StickyConnections
 
@@ -60,13 +62,15 @@ FEED_WAIT_SECONDS = 25
 FEED_MARGIN_SECONDS = 5.0
 FEED_RETRY_SECONDS = 30.0
 # When the feed moves: how many of the most recently used decisions the client holds
-# are fetched again before the old ones are retired, and for how long at most (past it,
-# the rest are simply invalidated and revalidate on their next request).
+# are fetched again, and for how long at most (past it, the rest are retired and
+# revalidate on their next request).
 REFRESH_KEYS = 16
 REFRESH_BUDGET_SECONDS = 0.25
-# And the refresh starts after a random delay of up to this many seconds, so a
-# thousand gateways told of one write at once do not all ask the control plane at once.
-REFRESH_JITTER_SECONDS = 0.25
+# And the refresh starts after a random delay of up to this many seconds, so that the
+# gateways one write reaches at once spread their refetches rather than ask together.
+# The delay is propagation given away on purpose: 0.05 s keeps it a fifth of the 250 ms
+# target (README.md, "How a decision is kept", for the fleet size it spreads).
+REFRESH_JITTER_SECONDS = 0.05
 
 
 class _Base:
@@ -118,8 +122,10 @@ class _Base:
         self.refresh_on_change = refresh_on_change
         self.refresh_jitter_seconds = refresh_jitter_seconds
         self.jitter = jitter  # (low, high) -> a delay in seconds
-        # The most recently fetched pools, for refreshing them when the feed moves.
+        # The most recently fetched pools, for refreshing them when the feed moves, and
+        # the refresh under way (refresh.py).
         self._recent: dict[str, tuple[str, list[dict[str, Any]] | None]] = {}
+        self._refresh: Refresh | None = None
         self.base_url = control_plane_url.rstrip("/") + "/api/v1"
         self.headers = {"Authorization": f"Bearer {token}"}
         self.clock = clock
@@ -136,6 +142,8 @@ class _Base:
         self.failing: set[str] = set()  # connections whose last reported event was a failure
         self.stats = {
             "hits": 0,
+            "refresh_awaited": 0,
+            "refreshes": 0,
             "fetches": 0,
             "not_modified": 0,
             "stale_served": 0,
@@ -179,18 +187,30 @@ class _Base:
         bound = self.feed_wait_seconds + self.feed_margin_seconds
         return self.feed_live and (proven is None or now - proven > bound)
 
-    def _fresh(self, key: str, now: float) -> Decision | None:
+    def _kept(self, key: str, now: float) -> Decision | Future[Decision] | None:
+        """What the request path has for `key` without a round trip of its own: a kept
+        decision it may serve, the refresh's refetch of it in flight (to await and share),
+        or None (ask)."""
         with self.lock:
+            refresh = self._refresh
+            if refresh is not None and refresh.generation != self.generation:
+                refresh = None  # the gateway's own event retired it
             entry = self.entries.get(key)
-            if entry and entry.generation == self.generation and entry.fresh_until > now:
-                if self.blind(now):
-                    # No decision is used more than wait + margin after the last proof
-                    # that the feed was live: revalidate it first (a 304 is cheap).
-                    self.stats["blind_revalidations"] += 1
-                    return None
-                self.stats["hits"] += 1
-                return entry.decision
-        return None
+            current = entry is not None and entry.generation == self.generation
+            if not current and refresh is not None and key in refresh.flights:
+                self.stats["refresh_awaited"] += 1
+                return refresh.flights[key]
+            if entry is None or entry.fresh_until <= now:
+                return None
+            if not current and not (refresh and refresh.serves(key, entry.generation)):
+                return None
+            if self.blind(now):
+                # No decision is used more than wait + margin after the last proof that
+                # the feed was live: revalidate it first (a 304 is cheap).
+                self.stats["blind_revalidations"] += 1
+                return None
+            self.stats["hits"] += 1
+            return entry.decision
 
     def _request_body(self, candidates: list[dict[str, Any]] | None) -> dict[str, Any] | None:
         if candidates is None:
@@ -350,33 +370,54 @@ class _Base:
             feed.close()
 
     def _moved(self) -> None:
-        """The feed moved: after a random delay of up to `refresh_jitter_seconds`, fetch
-        again the recently used decisions this client holds (a `304` for those the write
-        did not change), then retire every kept decision but the ones just fetched. A
-        request meanwhile (the delay, then a few milliseconds, at most
-        REFRESH_BUDGET_SECONDS) is served the decision that was current a moment before,
-        as if it had come that moment earlier; the first request after the write then
-        makes no round trip."""
+        """The feed moved: after a random delay of up to `refresh_jitter_seconds` (the
+        decisions kept are served meanwhile, as if the move had come that moment later),
+        retire every kept decision but the recently used ones this client holds, and
+        fetch those again one by one, the most recent first (a `304` for those the write
+        did not change). Each is served as it was until its own refetch starts, then
+        never again: a request meanwhile awaits that refetch, and its decision is served
+        the moment it lands (refresh.py). The first request after the write then makes
+        no round trip. The refresh stops at REFRESH_BUDGET_SECONDS (what it did not
+        reach is retired) or at the gateway's own event (which retires everything)."""
         if not self.refresh_on_change:
             self.invalidate()
             return
         if self._closed.wait(self.jitter(0.0, self.refresh_jitter_seconds)):
             return
         with self.lock:
-            target = self.generation + 1
-            held = [pool for key, pool in self._recent.items() if key in self.entries]
+            held = [(key, pool) for key, pool in self._recent.items() if key in self.entries]
+            held.reverse()  # the most recent first
+            refresh = self._refresh = Refresh([key for key, _ in held], self.generation)
+            self.generation = refresh.generation
         deadline = time.monotonic() + REFRESH_BUDGET_SECONDS
-        for auto_id, candidates in reversed(held):  # the most recent first
-            if time.monotonic() > deadline:
-                break
-            try:
-                self._fetch_sync(auto_id, candidates, generation=target)
-            except Exception as error:  # the request path will ask again, and handle it
-                log.debug("refreshing %s after a change failed: %s", auto_id, error)
+        try:
+            for key, (auto_id, candidates) in held:
+                with self.lock:
+                    if time.monotonic() > deadline or self.generation != refresh.generation:
+                        break
+                    flight = refresh.start(key)
+                try:
+                    decision = self._fetch_sync(auto_id, candidates, generation=refresh.generation)
+                except BaseException as error:  # shared with its waiters, as a fetch's is
+                    log.debug("refreshing %s after a change failed: %s", auto_id, error)
+                    self._finish(refresh, key)
+                    flight.set_exception(error)
+                    if not isinstance(error, Exception):
+                        raise
+                else:
+                    self._finish(refresh, key)
+                    flight.set_result(decision)
+        finally:
+            with self.lock:
+                if self._refresh is refresh:
+                    self._refresh = None
+                self.stats["refreshes"] += 1
+
+    def _finish(self, refresh: Refresh, key: str) -> None:
+        # Before its waiters learn the outcome: a request from then on finds the refetched
+        # decision kept, or (it failed) asks on its own and meets the breaker.
         with self.lock:
-            # Another invalidation meanwhile (the gateway's own event): the refreshed
-            # decisions may predate it, so they are retired too.
-            self.generation = target if self.generation == target - 1 else self.generation + 1
+            refresh.finish(key)
 
     def _fetch_sync(
         self,
@@ -588,9 +629,11 @@ class OmniRouteClient(_Base):
 
     def pool(self, auto_id: str, candidates: list[dict[str, Any]] | None = None) -> Decision:
         key = pool_key(auto_id, candidates)
-        decision = self._fresh(key, self.clock())
-        if decision is not None:
-            return decision
+        kept = self._kept(key, self.clock())
+        if isinstance(kept, Future):  # the refresh's refetch of it, in flight
+            return kept.result()
+        if kept is not None:
+            return kept
         # Concurrent identical requests: one asks, the others share its outcome (a
         # decision, or the failure: a failed fetch is paid once, not once per waiter).
         call, leader = self.flights.join(key)
@@ -645,9 +688,11 @@ class AsyncOmniRouteClient(_Base):
 
     async def pool(self, auto_id: str, candidates: list[dict[str, Any]] | None = None) -> Decision:
         key = pool_key(auto_id, candidates)
-        decision = self._fresh(key, self.clock())
-        if decision is not None:
-            return decision
+        kept = self._kept(key, self.clock())
+        if isinstance(kept, Future):  # the refresh's refetch of it, in flight
+            return await asyncio.wrap_future(kept)
+        if kept is not None:
+            return kept
         loop = asyncio.get_running_loop()
         flight = (id(loop), key)  # a future belongs to its loop
         pending = self._inflight.get(flight)
