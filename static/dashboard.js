@@ -1,6 +1,6 @@
 // The dashboard's only script besides htmx and idiomorph: live parts morphed into place
-// and their real changes announced, live countdowns, the upload progress bar, copy buttons
-// and the phone nav. No inline handlers anywhere, so the pages run under a strict CSP.
+// and their real changes announced, ages and countdowns told from the instants the server
+// writes, the upload progress bar, copy buttons and the phone nav. No inline handlers anywhere, so the pages run under a strict CSP.
 (function () {
   "use strict";
 
@@ -8,6 +8,17 @@
   // the focused button or tab, the scroll position, a half-typed search and an open
   // <details> survive a live refresh. (idiomorph's own htmx extension also accepts
   // "morph:{...}" configs through Function(), which the CSP forbids: this one does not.)
+  var RELATIVE_ATTRIBUTES = ["datetime", "data-relative", "data-absolute", "title"];
+
+  function isKeptAsWritten(oldNode, newNode) {
+    if (newNode.nodeType !== 1) return false;
+    if (oldNode.hasAttribute("data-polled-at")) return newNode.hasAttribute("data-polled-at");
+    if (!oldNode.hasAttribute("data-relative")) return false;
+    return RELATIVE_ATTRIBUTES.every(function (name) {
+      return oldNode.getAttribute(name) === newNode.getAttribute(name);
+    });
+  }
+
   if (window.htmx && window.Idiomorph) {
     var morphConfig = {
       morphStyle: "outerHTML",
@@ -15,6 +26,12 @@
       callbacks: {
         beforeAttributeUpdated: function (name, element) {
           return !(name === "open" && element.tagName === "DETAILS");
+        },
+        // What this script writes into the page (an instant's distance, the time of the
+        // last poll) is left as it is while the server's element is the same: a poll
+        // that changed nothing changes nothing in the document either.
+        beforeNodeMorphed: function (oldNode, newNode) {
+          return !(oldNode.nodeType === 1 && isKeptAsWritten(oldNode, newNode));
         },
       },
     };
@@ -160,18 +177,57 @@
     return hours ? days + " d " + hours + " h" : days + " d";
   }
 
+  // Instants told as their distance from now (ladder/templatetags/citations.py,
+  // `relative_time`): the server writes the instant only, so a poll of an unchanged page
+  // is the same bytes (a 304) and the words move here, every second. "past": an age,
+  // never said as ahead (a clock a little behind the server's says "0 s ago");
+  // "future": "in 37 min", "now" at zero, then "5 s ago". With data-absolute, the
+  // instant as the page writes it stays in front: "12:01:35 UTC (in 1 min 35 s)".
+  // These elements sit in no live region: the ticking is never read out.
+  function distance(element, now) {
+    var at = Date.parse(element.getAttribute("datetime"));
+    if (isNaN(at)) return null;
+    var seconds = (at - now) / 1000;
+    if (element.getAttribute("data-relative") === "past" || seconds <= -1) {
+      return duration(Math.max(0, Math.floor(-seconds))) + " ago";
+    }
+    var left = Math.ceil(seconds);
+    return left > 0 ? "in " + duration(left) : "now";
+  }
+
   function tick() {
     var now = Date.now();
-    document.querySelectorAll("time[data-countdown]").forEach(function (element) {
-      var at = Date.parse(element.getAttribute("datetime"));
-      if (isNaN(at)) return;
-      var left = Math.round((at - now) / 1000);
-      element.textContent = left > 0 ? "in " + duration(left) : "now";
+    document.querySelectorAll("time[data-relative]").forEach(function (element) {
+      var said = distance(element, now);
+      if (said === null) return;
+      var absolute = element.getAttribute("data-absolute");
+      var text = absolute ? absolute + " (" + said + ")" : said;
+      if (element.textContent !== text) element.textContent = text;
+    });
+  }
+
+  // A live part's "Live: updated ..." (ladder/templatetags/live.py `live_updated`): a
+  // poll's fragment carries no time (it would make every answer differ), so the time an
+  // answer came, a 304 revalidated by the browser included, is written here.
+  function two(number) {
+    return (number < 10 ? "0" : "") + number;
+  }
+  function markPolled(region) {
+    var now = new Date();
+    region.querySelectorAll("[data-polled-at]").forEach(function (element) {
+      element.setAttribute("datetime", now.toISOString().replace(/\.\d+Z$/, "Z"));
+      element.textContent =
+        two(now.getUTCHours()) + ":" + two(now.getUTCMinutes()) + ":" + two(now.getUTCSeconds()) + " UTC";
     });
   }
 
   document.addEventListener("DOMContentLoaded", tick);
-  document.addEventListener("htmx:afterSettle", tick);
+  // Right after the swap, before the browser paints: the server's fallback text of a new
+  // or changed instant is never seen.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.querySelectorAll) markPolled(event.detail.target);
+    tick();
+  });
   window.setInterval(tick, 1000);
 
   // Upload progress of forms marked data-upload-progress (htmx reports XHR progress).

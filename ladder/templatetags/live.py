@@ -9,6 +9,8 @@ once; a counter declares no state, so it is never said."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -98,3 +100,25 @@ def live_run(pk: int, state: str) -> SafeString:
 def live_delivery(pk: int, webhook: str, status: str) -> SafeString:
     """A webhook delivery's status: pending, delivered or failed."""
     return attributes(f"delivery {pk}", status, f"Delivery {pk} to {webhook}: {status}.")
+
+
+@register.simple_tag(takes_context=True)
+def live_updated(context: template.Context, reload_url: str) -> SafeString:
+    """A live part's last line, "Live: updated 12:00:07 UTC · reload". The page says when
+    the server drew it; a poll's fragment carries no time, and the browser writes when
+    each answer came (static/dashboard.js), so a poll of an unchanged part is the same
+    bytes every time (answered 304, `omniroute_admin.revalidate`)."""
+    request = context.get("request")
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.history_restore_request:
+        when = mark_safe("<time data-polled-at>now</time>")
+    else:
+        now = context["now"].astimezone(UTC)
+        when = format_html(
+            '<time datetime="{}" data-polled-at>{} UTC</time>',
+            f"{now:%Y-%m-%dT%H:%M:%SZ}",
+            f"{now:%H:%M:%S}",
+        )
+    return format_html(
+        '<p class="updated">Live: updated {} · <a href="{}">reload</a></p>', when, reload_url
+    )

@@ -165,6 +165,12 @@ def refresh_connection(request: HtmxHttpRequest, connection_id: str) -> HttpResp
 CONNECTION_DETAIL_TEMPLATE = "ladder/connection_detail.html"
 
 
+def whole_minute_after(now: datetime) -> datetime:
+    """`now` on a whole minute, else the next whole minute."""
+    floor = now.replace(second=0, microsecond=0)
+    return floor if floor == now else floor + timedelta(minutes=1)
+
+
 def connection_detail_context(
     now: datetime, connection_id: str, base_url: str = ""
 ) -> dict[str, Any]:
@@ -172,7 +178,11 @@ def connection_detail_context(
     that name it, its last 24 hours of readings and its transitions, and its forecast."""
     table = connection_table(now, connection_id=connection_id)
     row = table.rows[0]
-    since = now - timedelta(hours=HISTORY_HOURS)
+    # The chart's axis ends on the next whole minute (at most a minute, under a pixel,
+    # ahead): a poll of an unchanged connection draws the same chart for a minute, the
+    # same bytes, answered 304 (docs/DASHBOARD.md, "Live updates").
+    drawn_until = whole_minute_after(now)
+    since = drawn_until - timedelta(hours=HISTORY_HOURS)
     readings = services.reading_history(row.connection, since=since)
     transitions = services.transition_history(row.connection, since=since)
     # Each stored sentence presented under the current settings (ladder.core.why).
@@ -188,9 +198,9 @@ def connection_detail_context(
         explained,
         row.config or table.config,
         since,
-        now,
+        drawn_until,
         periods,
-        until=forecast_until(forecast, now),
+        until=forecast_until(forecast, drawn_until),
     )
     membership = memberships(services.decide_published(now=now)).get(connection_id)
     naming = candidates_naming(connection_id, Candidate.objects.order_by("priority", "id"))
@@ -208,7 +218,11 @@ def connection_detail_context(
         "forecast": forecast,
         "forecast_outcomes": services.forecast_outcomes(connection_id),
         "forecast_drawing": forecast_drawing(
-            chart, forecast, readings, (row.config or table.config).exit_cutoff_percent, now
+            chart,
+            forecast,
+            readings,
+            (row.config or table.config).exit_cutoff_percent,
+            drawn_until,
         ),
         "readings": readings,
         "readings_count": len(readings),

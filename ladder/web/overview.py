@@ -51,7 +51,7 @@ def overview(request: HtmxHttpRequest) -> TemplateResponse:
         "freshness": fresh,
         "outage": outage(now, subscription),
         "config": config,
-        "next_change": next_change(subscription, thrifty, fresh, now),
+        "next_change": next_change(subscription, thrifty, fresh),
         "connections_url": reverse("ladder:connections"),
         # What happens next (ladder/core/forecast.py): those with a run-out instant lead.
         "forecasts": [f for f in forecasts if f.forecast.runs_out_at is not None],

@@ -12,7 +12,7 @@ from datetime import datetime
 from ladder import services
 from ladder.core import Decision, Exclusion, Rung
 from ladder.core.types import RUNG_WIDE_REASONS
-from ladder.web.presenters import Freshness, duration_text
+from ladder.web.presenters import Freshness
 
 # Excluded connections named on a rung card; the rest are behind the card's link.
 NAMED_PER_RUNG = 8
@@ -97,21 +97,16 @@ class NextChange:
     `at` None: nothing foreseen (`why` says why)."""
 
     at: datetime | None
-    in_text: str | None
     what: str
 
 
-def next_change(
-    subscription: Decision, thrifty: Decision, freshness: Freshness, now: datetime
-) -> NextChange:
+def next_change(subscription: Decision, thrifty: Decision, freshness: Freshness) -> NextChange:
     """The earliest of: a connection's possible return to a pool (a reset, a cooldown's
     end, a budget window's end) and the next quota reset of any current reading. While
     the readings are stale no instant is foreseen: the next reading decides."""
     if freshness.stale_since is not None:
         return NextChange(
-            None,
-            None,
-            "none foreseen while the readings are stale: the next reading decides",
+            None, "none foreseen while the readings are stale: the next reading decides"
         )
     known: list[tuple[datetime, str]] = []
     returns = [d.next_change_at for d in (subscription, thrifty) if d.next_change_at]
@@ -120,9 +115,7 @@ def next_change(
     if freshness.health.next_reset_at is not None:
         known.append((freshness.health.next_reset_at, "a quota reset"))
     if not known:
-        return NextChange(
-            None, None, "none known: no exclusion ends at a known time and no reset is due"
-        )
+        return NextChange(None, "none known: no exclusion ends at a known time and no reset is due")
     at = min(when for when, _ in known)
     what = " and ".join(text for when, text in known if when == at)
-    return NextChange(at, duration_text((at - now).total_seconds()), what)
+    return NextChange(at, what)

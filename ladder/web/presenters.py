@@ -110,13 +110,12 @@ class ConnectionRow:
     is_rung_by_model: bool
     reading: QuotaReading | None
     staleness: str | None  # None: current; else why the reading does not count
-    reading_age: str | None
     bar: QuotaBar | None
-    reset_in: str | None
+    # Instants, never distances: the browser tells how far they are (a poll of an
+    # unchanged page is the same bytes, docs/DASHBOARD.md "Live updates").
+    reset_at: datetime | None  # the reading's reset, while it is ahead
     cooldown_until: datetime | None
-    cooldown_in: str | None
     is_dropped_out: bool
-    hysteresis_since_ago: str | None
     can_refresh: bool
     entry_label: str | None  # the deciding catalog entry, "provider/auth_type" or "provider/*"
     hysteresis_why: str  # the stored reason under the current settings (ladder.core.why)
@@ -203,24 +202,21 @@ def connection_row(
     )
     reading = connection.current_reading
     staleness = None
-    reading_age = None
     bar = None
-    reset_in = None
+    reset_at = None
     if reading is not None:
         core = services.reading_of(reading)
         assert core is not None
         found = reading_staleness(core, config, now)
         staleness = STALENESS_TEXT[found] if found is not None else None
-        reading_age = duration_text((now - reading.checked_at).total_seconds())
         bar = quota_bar(reading.remaining_percent, reading.status, config)
         if reading.reset_at is not None and reading.reset_at > now:
-            reset_in = duration_text((reading.reset_at - now).total_seconds())
+            reset_at = reading.reset_at
     cooldown_until = (
         connection.cooldown_until
         if connection.cooldown_until is not None and connection.cooldown_until > now
         else None
     )
-    since = connection.hysteresis_since
     evidence = services.evidence_of(connection.overage_evidence)
     return ConnectionRow(
         connection=connection,
@@ -229,15 +225,10 @@ def connection_row(
         is_rung_by_model=fixed is None,
         reading=reading,
         staleness=staleness,
-        reading_age=reading_age,
         bar=bar,
-        reset_in=reset_in,
+        reset_at=reset_at,
         cooldown_until=cooldown_until,
-        cooldown_in=duration_text((cooldown_until - now).total_seconds())
-        if cooldown_until is not None
-        else None,
         is_dropped_out=connection.hysteresis_state == HysteresisState.DROPPED_OUT,
-        hysteresis_since_ago=duration_text((now - since).total_seconds()) if since else None,
         can_refresh=is_polled(connection.quota_source),
         entry_label=(entry_labels or {}).get(verdict.catalog_entry_id or 0),
         hysteresis_why=hysteresis_why(
@@ -329,8 +320,9 @@ def connection_table(
 class Freshness:
     health: services.ReadingHealth
     stale_since: datetime | None
-    newest_age: str | None
-    next_reset_in: str | None
+    # The next reset while the readings are fresh (a stale reading's reset is only its
+    # last word: no countdown to it).
+    next_reset_at: datetime | None
 
 
 def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetime) -> Freshness:
@@ -345,11 +337,7 @@ def freshness(health: services.ReadingHealth, config: LadderConfig, now: datetim
     return Freshness(
         health=health,
         stale_since=stale_since,
-        newest_age=duration_text((now - newest).total_seconds()) if newest else None,
-        # A stale reading's reset is only its last word: no countdown to it.
-        next_reset_in=duration_text((health.next_reset_at - now).total_seconds())
-        if health.next_reset_at and stale_since is None
-        else None,
+        next_reset_at=health.next_reset_at if stale_since is None else None,
     )
 
 
@@ -449,7 +437,6 @@ class PoolView:
     decision: Decision
     rungs: list[PoolRung]
     excluded: Sequence[Exclusion]
-    next_change_in: str | None
 
 
 def pool_view(decision: Decision, now: datetime) -> PoolView:
@@ -461,9 +448,6 @@ def pool_view(decision: Decision, now: datetime) -> PoolView:
         decision=decision,
         rungs=[PoolRung(rung, by_rung[rung]) for rung in Rung if rung in by_rung],
         excluded=decision.excluded,
-        next_change_in=duration_text((decision.next_change_at - now).total_seconds())
-        if decision.next_change_at
-        else None,
     )
 
 

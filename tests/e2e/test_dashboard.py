@@ -111,7 +111,7 @@ def test_connection_row_drops_out_live_and_its_countdown_ticks(
     sign_in(page, live_server.url, "olga")
     page.goto(f"{live_server.url}/connections/")
     row = page.locator('tr[data-connection="claude-max-1"]')
-    countdown = row.locator("time[data-countdown]")
+    countdown = row.locator("td.quota time[data-relative]")
     first = countdown.inner_text()
     page.wait_for_function(
         "([element, before]) => element.textContent !== before",

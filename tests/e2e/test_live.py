@@ -1,10 +1,12 @@
 """Calm live updates, in real Chromium: a pause control stops the live parts' polls (and
 says so once), remembers it across pages, and resumes them; polls say state changes only
 (a pool emptying, a connection dropping out or coming back), never a counter, and rows
-keep their heights while only ages and countdowns move."""
+keep their heights while only ages and countdowns move; ages and countdowns tick in the
+browser."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -178,3 +180,46 @@ def test_rows_keep_their_heights_while_only_ages_and_countdowns_move(
 
     assert seen == [before] * 3
     assert page.evaluate("() => window.said") == []
+
+
+# Counts the answers to the region's requests (htmx:afterRequest fires on the answer; a
+# settle waits on a timer, which the page's paused clock holds).
+COUNT_ANSWERS = """(id) => {
+  window.answered = 0;
+  document.body.addEventListener("htmx:afterRequest", (event) => {
+    if (event.detail.target && event.detail.target.id === id) window.answered += 1;
+  });
+}"""
+
+
+def test_ages_and_countdowns_tick_in_the_browser_and_a_poll_keeps_them(
+    page: Page, live_server: LiveServer
+) -> None:
+    start = timezone.now().replace(microsecond=0)
+    seed_demo_world(start, history=False)
+    make_user("olga", "operator")
+    sign_in(page, live_server.url, "olga")
+    page.clock.install(time=start - timedelta(seconds=30))
+    page.goto(f"{live_server.url}/connections/")
+    page.evaluate(COUNT_ANSWERS, "connections-table")
+    page.clock.pause_at(start)
+    row = page.locator('tr[data-connection="claude-max-1"]')
+    read = row.locator("td.reading time[data-relative]")
+    resets = row.locator("td.quota time[data-relative]")
+    cooling = page.locator('tr[data-connection="groq-key"] td.cooldown time[data-relative]')
+    until = f"{start + timedelta(seconds=95):%H:%M:%S} UTC"
+    expect(read).to_have_text("20 s ago")
+    expect(resets).to_have_text("in 37 min")
+    expect(cooling).to_have_text(f"{until} (in 1 min 35 s)")
+
+    # A poll (every 5 s) answers while the clock moves: the words are the clock's.
+    page.clock.run_for(5_000)
+    page.wait_for_function("() => window.answered >= 1")
+    expect(read).to_have_text("25 s ago")
+    expect(resets).to_have_text("in 36 min 55 s")
+    expect(cooling).to_have_text(f"{until} (in 1 min 30 s)")
+
+    page.clock.fast_forward(100_000)
+    expect(read).to_have_text("2 min 5 s ago")
+    expect(resets).to_have_text("in 35 min 15 s")
+    expect(cooling).to_have_text(f"{until} (10 s ago)")

@@ -82,27 +82,46 @@ def test_an_instant_in_a_reason_says_when_and_how_far_from_now(viewer: Client) -
         parse(viewer.get(url, headers=htmx_headers("pool-table")).content),
     ):
         (detail,) = [
-            span.text
+            span
             for span in page.find_all(lambda e: "data-volatile" in e.attrs)
             if "EXHAUSTED" in span.text
         ]
-        assert detail == (
-            "Upstream reports EXHAUSTED with 0.0 % left, until its reset at "
-            "2026-11-29 12:37:00 UTC (in 37 min)"
+        # The browser puts the distance after the instant: "... UTC (in 37 min)".
+        assert detail.text == (
+            "Upstream reports EXHAUSTED with 0.0 % left, until its reset at 2026-11-29 12:37:00 UTC"
         )
+        assert [time.attrs for time in detail.by_tag("time")] == [
+            {
+                "datetime": "2026-11-29T12:37:00Z",
+                "data-relative": "future",
+                "data-absolute": "2026-11-29 12:37:00 UTC",
+            }
+        ]
 
 
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
-        ("reset at 2026-11-29 12:37:00 UTC", "reset at 2026-11-29 12:37:00 UTC (in 37 min)"),
         (
-            "reset at 2026-11-29 11:57:00 UTC has passed",
-            "reset at 2026-11-29 11:57:00 UTC (3 min ago) has passed",
+            "reset at 2026-11-29 12:37:00 UTC",
+            'reset at <time datetime="2026-11-29T12:37:00Z" data-relative="future" '
+            'data-absolute="2026-11-29 12:37:00 UTC">2026-11-29 12:37:00 UTC</time>',
         ),
         (
+            "reset at 2026-11-29 11:57:00 UTC has passed",
+            'reset at <time datetime="2026-11-29T11:57:00Z" data-relative="past" '
+            'data-absolute="2026-11-29 11:57:00 UTC">2026-11-29 11:57:00 UTC</time> has passed',
+        ),
+        # The core's distance is the one of when it decided: the browser's replaces it.
+        (
             "until 2026-11-29 12:01:35 UTC (95 s from now)",
-            "until 2026-11-29 12:01:35 UTC (95 s from now)",
+            'until <time datetime="2026-11-29T12:01:35Z" data-relative="future" '
+            'data-absolute="2026-11-29 12:01:35 UTC">2026-11-29 12:01:35 UTC</time>',
+        ),
+        # Another parenthesis after an instant already says something of it.
+        (
+            "from 2026-11-29 12:01:35 UTC (the last reading)",
+            "from 2026-11-29 12:01:35 UTC (the last reading)",
         ),
         (
             "<b>catalog entry 4</b>",
@@ -110,7 +129,7 @@ def test_an_instant_in_a_reason_says_when_and_how_far_from_now(viewer: Client) -
         ),
     ],
 )
-def test_why_text_adds_the_distance_of_each_instant_and_links_entries(
+def test_why_text_marks_each_instant_for_its_distance_and_links_entries(
     text: str, shown: str
 ) -> None:
     assert why_text(text, NOW) == shown
