@@ -5,7 +5,8 @@ request asks for, and `page_unavailable`, the error state when the database does
 Access: every page needs a login and a role (the `viewer` or `operator` group, or a
 superuser); writes need `operator`. Every dashboard response carries `Vary: HX-Request`
 (the same URL answers with a page or a fragment, and no cache may mix them up), set here
-by `patch_vary_headers` in the access decorators rather than by a middleware."""
+by `patch_vary_headers` in the access decorators rather than by a middleware; every page
+and fragment a GET renders is revalidated by its ETag (`omniroute_admin.revalidate`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from django.utils.http import urlencode
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
+from omniroute_admin.revalidate import revalidate
 from omniroute_admin.text import without_bad_characters
 
 
@@ -121,7 +123,7 @@ def _guard(view: ViewFunction, *, needs_operator: bool) -> ViewFunction:
             # The dashboard's own page (with its navigation), also under DEBUG, where
             # Django would otherwise answer with its technical 404 page.
             response = not_found_page(request, str(missing))
-        return vary_on_htmx(response)
+        return vary_on_htmx(revalidate(request, response))
 
     return guarded  # type: ignore[return-value]
 

@@ -82,6 +82,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "omniroute_admin.middleware.BodySizeLimitMiddleware",
+    # Outermost but the body limit: it compresses what every other one has written
+    # (dashboard HTML only, never the API or a stream).
+    "omniroute_admin.middleware.DashboardGZipMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "omniroute_admin.middleware.SecurityHeadersMiddleware",
     # Outside the deadline too: its own 503s are framed by nobody either.

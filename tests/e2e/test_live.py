@@ -1,13 +1,14 @@
 """Calm live updates, in real Chromium: a pause control stops the live parts' polls (and
 says so once), remembers it across pages, and resumes them; polls say state changes only
 (a pool emptying, a connection dropping out or coming back), never a counter, and rows
-keep their heights while only ages and countdowns move; ages and countdowns tick in the
-browser."""
+keep their heights while only ages and countdowns move; a poll of an unchanged part is a
+304 on the wire that redraws nothing, and ages and countdowns tick in the browser."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -180,6 +181,106 @@ def test_rows_keep_their_heights_while_only_ages_and_countdowns_move(
 
     assert seen == [before] * 3
     assert page.evaluate("() => window.said") == []
+
+
+class Wire:
+    """What Chromium sent and received for one URL (its DevTools protocol: Playwright
+    reports a 304 that the browser's cache revalidated as the 200 the page got)."""
+
+    def __init__(self, page: Page, url: str) -> None:
+        self.url = url
+        self.urls: dict[str, str] = {}
+        self.sent: dict[str, dict[str, str]] = {}
+        self.answers: dict[str, tuple[int, str | None]] = {}
+        self.order: list[str] = []
+        session = page.context.new_cdp_session(page)
+        session.on("Network.requestWillBeSent", self._will_send)
+        session.on("Network.requestWillBeSentExtraInfo", self._sent_headers)
+        session.on("Network.responseReceivedExtraInfo", self._status)
+        session.send("Network.enable")
+
+    def _will_send(self, event: dict[str, Any]) -> None:
+        if event["request"]["url"] == self.url:
+            self.urls[event["requestId"]] = event["request"]["url"]
+            self.order.append(event["requestId"])
+
+    def _sent_headers(self, event: dict[str, Any]) -> None:
+        self.sent[event["requestId"]] = {k.lower(): v for k, v in event["headers"].items()}
+
+    def _status(self, event: dict[str, Any]) -> None:
+        headers = {k.lower(): v for k, v in event["headers"].items()}
+        self.answers[event["requestId"]] = (event["statusCode"], headers.get("etag"))
+
+    def polls(self) -> list[tuple[str | None, int, str | None]]:
+        """Each answered poll (htmx's request) of the URL: the If-None-Match sent, the
+        status on the wire and the ETag received."""
+        return [
+            (self.sent[key].get("if-none-match"), *self.answers[key])
+            for key in self.order
+            if key in self.answers and self.sent.get(key, {}).get("hx-request") == "true"
+        ]
+
+
+# Counts the changes to the region's nodes and text, but for what dashboard.js writes
+# there itself (an instant's distance, the time of the last poll).
+COUNT_REDRAWS = """(id) => {
+  window.redraws = 0;
+  const own = (node) => {
+    const element = node.nodeType === 1 ? node : node.parentElement;
+    return element && element.closest("time[data-relative], [data-polled-at]");
+  };
+  new MutationObserver((records) => {
+    window.redraws += records.filter((record) => !own(record.target)).length;
+  }).observe(document.getElementById(id), {childList: true, characterData: true, subtree: true});
+}"""
+
+
+@pytest.mark.parametrize(
+    ("path", "poll", "region"),
+    [
+        ("/candidates/", "/candidates/?page=1", "candidates-table"),
+        ("/connections/claude-max-1/", "/connections/claude-max-1/", "connection-status"),
+    ],
+)
+def test_an_unchanged_poll_is_a_304_on_the_wire_and_redraws_nothing(
+    fast_polls: None,
+    page: Page,
+    live_server: LiveServer,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    poll: str,
+    region: str,
+) -> None:
+    from omniroute_admin import dashboard
+
+    now = timezone.now()
+    seed_demo_world(now, history=False)
+    # The server's clock stands still: a chart's axis moving on a minute is a change.
+    monkeypatch.setattr(dashboard, "current_time", lambda: now)
+    make_user("olga", "operator")
+    sign_in(page, live_server.url, "olga")
+    wire = Wire(page, f"{live_server.url}{poll}")
+    page.goto(f"{live_server.url}{path}")
+    page.evaluate(COUNT_REFRESHES, region)
+    page.evaluate(RECORD_ANNOUNCEMENTS)
+    focused = page.locator(f"#{region} a").first
+    focused.focus()
+    # The first poll fills the browser's cache (the page itself was another answer).
+    _await_refreshes(page, 1)
+    page.evaluate(COUNT_REDRAWS, region)
+
+    _await_refreshes(page, 2)
+
+    polls = wire.polls()
+    # The first poll's answer is kept (a 200 with its ETag); the next ones send that ETag
+    # and are answered 304, with no body.
+    kept = polls[0][2]
+    assert kept is not None
+    assert polls[0][1] == 200
+    assert polls[1:3] == [(kept, 304, kept), (kept, 304, kept)]
+    assert page.evaluate("() => window.redraws") == 0
+    assert page.evaluate("() => window.said") == []
+    expect(focused).to_be_focused()
 
 
 # Counts the answers to the region's requests (htmx:afterRequest fires on the answer; a

@@ -148,7 +148,7 @@ def test_the_list_fragment_is_the_table_alone(world: dict[str, Candidate], viewe
     assert [row.attrs["id"] for row in parse(html).by_tag("tr")[1:]] == [
         f"candidate-{world['key'].pk}"
     ]
-    assert response["Vary"] == "HX-Request, Cookie"
+    assert response["Vary"] == "HX-Request, Cookie, Accept-Encoding"
 
 
 def test_an_operator_sees_the_add_form_and_a_viewer_does_not(
