@@ -19,6 +19,17 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
+# When the feed moves: how many of the most recently used decisions the client holds
+# are fetched again, and for how long at most (past it, the rest are retired and
+# revalidate on their next request).
+REFRESH_KEYS = 16
+REFRESH_BUDGET_SECONDS = 0.25
+# And the refresh starts after a random delay of up to this many seconds, so that the
+# gateways one write reaches at once spread their refetches rather than ask together.
+# The delay is propagation given away on purpose: 0.05 s keeps it a fifth of the 250 ms
+# target (README.md, "How a decision is kept", for the fleet size it spreads).
+REFRESH_JITTER_SECONDS = 0.05
+
 
 class Refresh:
     """One move's refresh. `before`: the cache generation the kept decisions had when it

@@ -13,6 +13,7 @@ processes on one file) lands once."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -142,3 +143,14 @@ class Spool:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def default_spool_path(base_url: str, token: str) -> str:
+    """The reports' spool file of this control plane and token (the same file after a
+    restart, so what a stopped process left is sent by the next):
+    `$OMNIROUTE_SPOOL_DIR` (default `~/.local/state/omniroute`)/spool-<hash>.sqlite3."""
+    folder = os.environ.get("OMNIROUTE_SPOOL_DIR") or os.path.join(
+        os.path.expanduser("~"), ".local", "state", "omniroute"
+    )
+    digest = hashlib.sha256(f"{base_url}\n{token}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"spool-{digest}.sqlite3")
